@@ -112,9 +112,23 @@ class ExtensionSpec:
     transform: str = "identity"
     """Position transform name in :mod:`repro.positions` (``identity`` for FLT)."""
     sample_len: int | None = None
-    """Tokens per sample (None: the target window, i.e. full-length training)."""
+    """Tokens per sample; overrides ``sample_ratio`` when set."""
     params: dict = field(default_factory=dict)
     """Extra keyword arguments for the transform."""
+    sample_ratio: float | None = 1.0
+    """Tokens per sample as a fraction of the target (1.0: full-length training; None: the
+    profile's ``longrecipe.sample_ratio``)."""
+    selection: str = "none"
+    """``none``: a contiguous short sample (PoSE, RPES, "w/o T"); ``anchors``: the sentences of a
+    target-length sample that hold impactful tokens (LongRecipe); ``random``: random sentences
+    ("Random T"). See :mod:`repro.selection`."""
+
+    def resolve_len(self, target: int, profile_ratio: float) -> int:
+        """Tokens per sample for a target window."""
+        if self.sample_len is not None:
+            return int(self.sample_len)
+        ratio = profile_ratio if self.sample_ratio is None else self.sample_ratio
+        return max(1, int(round(ratio * target)))
 
 
 @register_method("extension")
@@ -122,28 +136,45 @@ class Extension:
     """Continue training towards ``target`` with samples of ``sample_len`` tokens.
 
     Each row is one sample: a retrieval example (fraction ``retrieval_fraction``)
-    or a chunk of a corpus document long enough to fill the sample. Position ids
-    come from the spec's transform, which maps ``sample_len`` tokens into
-    ``[0, target)``.
+    or corpus text. Position ids come from the spec's transform, which maps the
+    sample's tokens into ``[0, target)``. With ``spec.selection`` other than
+    ``none`` the sample is first drawn at the target length and then cut down to
+    ``sample_len`` tokens of whole sentences (:func:`repro.selection.select_sentences`),
+    keeping the instruction, evidence, question and answer of retrieval rows; a row whose mandatory
+    sentences exceed the budget falls back to a contiguous sample (``fallback_rows``), and a retrieval
+    row shorter than every training task's minimum becomes a corpus row (``no_retrieval_rows``).
     """
 
     def __init__(self, name: str, spec: ExtensionSpec, target: int, batch_size: int, retrieval_fraction: float,
                  tokenizer, corpus: CorpusRows, seed: int, context_weight: float = 0.05,
-                 train_tasks: tuple[str, ...] = ("niah_single_1",)):
+                 train_tasks: tuple[str, ...] = ("niah_single_1",), sample_len: int | None = None,
+                 anchors: np.ndarray | None = None):
+        from repro.selection import SELECTION_MODES
+
         self.name, self.spec, self.target = name, spec, target
-        self.sample_len = spec.sample_len or target
+        self.sample_len = sample_len or spec.sample_len or target
         if self.sample_len > target:
             raise ValueError(f"sample_len={self.sample_len} exceeds the target window {target}; allowed: <= target")
+        if spec.selection not in ("none", *SELECTION_MODES):
+            raise ValueError(f"selection={spec.selection!r}; allowed: none, {', '.join(SELECTION_MODES)}")
+        if spec.selection == "anchors" and anchors is None:
+            raise ValueError(f"method {name!r} selects anchor sentences: pass the anchor token ids "
+                             "(repro.stages.impactful_tokens)")
         self.batch_size, self.retrieval_fraction, self.seed = batch_size, retrieval_fraction, seed
         self.tok, self.corpus = tokenizer, corpus
         self.retrieval = RetrievalRows(tokenizer, train_tasks, context_weight=context_weight)
-        self.transform = _transform(spec.transform, sentence_end_table(tokenizer))
+        self.ends = sentence_end_table(tokenizer)
+        self.is_anchor = np.zeros(len(self.ends), dtype=bool)
+        if anchors is not None:
+            self.is_anchor[np.asarray(anchors, dtype=np.int64)] = True
+        self.transform = _transform(spec.transform, self.ends)
+        self.stats = {"rows": 0, "tokens": 0, "fallback_rows": 0}
 
     def state_dict(self) -> dict:
-        return {}
+        return dict(self.stats)
 
     def load_state_dict(self, state: dict) -> None:
-        pass
+        self.stats.update(state)
 
     def finished(self, step: int) -> bool:
         return False
@@ -151,17 +182,57 @@ class Extension:
     def observe(self, step: int, metrics: dict) -> None:
         pass
 
+    def _retrieval_row(self, rng: np.random.Generator, n: int) -> Segment | None:
+        """A retrieval row of ``n`` tokens, or None when no training task fits ``n`` (a corpus row is used)."""
+        try:
+            self.retrieval.eligible(n)
+        except ValueError:
+            self.stats["no_retrieval_rows"] = self.stats.get("no_retrieval_rows", 0) + 1
+            return None
+        return self.retrieval.segment(rng, n)
+
+    def _selected(self, rng: np.random.Generator, retrieval: bool) -> tuple[Segment, np.ndarray] | None:
+        """A target-length sample cut to ``sample_len`` tokens of whole sentences (None: does not fit)."""
+        from repro.selection import select_sentences
+
+        if retrieval:
+            try:
+                seg, keep = self.retrieval.segment_with_evidence(rng, self.target)
+            except ValueError:
+                return None
+        else:
+            seg, keep = self.corpus.segment(rng, self.target, whole=True), None
+        try:
+            sel = select_sentences(self.ends[seg.tokens], self.sample_len, rng, self.spec.selection,
+                                   anchor_mask=self.is_anchor[seg.tokens], mandatory_mask=keep)
+        except ValueError:
+            return None
+        if not sel.index.size:
+            return None
+        i = sel.index
+        return Segment(seg.tokens[i], seg.weights[i], None, None if seg.answer is None else seg.answer[i]), \
+            sel.sentence_starts
+
     def batch(self, step: int) -> dict[str, np.ndarray]:
         rng = _rng(self.seed, step, 1)
         n = self.sample_len
         segs = []
         for _ in range(self.batch_size):
-            if rng.random() < self.retrieval_fraction:
-                seg = self.retrieval.segment(rng, n)
+            retrieval = rng.random() < self.retrieval_fraction
+            picked = self._selected(rng, retrieval) if self.spec.selection != "none" else None
+            if picked is not None:
+                seg, starts = picked
             else:
-                seg = self.corpus.segment(rng, n, whole=True)
-            pos = self.transform(seg.tokens, self.target, rng, **self.spec.params)
+                if self.spec.selection != "none":
+                    self.stats["fallback_rows"] += 1
+                seg = self._retrieval_row(rng, n) if retrieval else None
+                if seg is None:
+                    seg = self.corpus.segment(rng, n, whole=True)
+                starts = None
+            pos = self.transform(seg.tokens, self.target, rng, starts=starts, **self.spec.params)
             segs.append(Segment(seg.tokens, seg.weights, np.asarray(pos, dtype=np.int64), seg.answer))
+            self.stats["rows"] += 1
+            self.stats["tokens"] += len(seg.tokens)
         out = pack_rows(segs, n, self.tok.pad_token_id)
         if len(out["input_ids"]) != self.batch_size:
             raise AssertionError("one sample per row expected")
@@ -187,9 +258,9 @@ def _transform(name: str, sentence_ends: np.ndarray | None):
                 "views are consumed by the self-distillation loss, not by extension rows")
         raise ValueError(f"position transform {name!r} is of kind {kind!r}; extension rows need kind 'positions' ({hint})")
 
-    def call(tokens: np.ndarray, target: int, rng: np.random.Generator, **params):
-        starts = None
-        if sentence_ends is not None:
+    def call(tokens: np.ndarray, target: int, rng: np.random.Generator, starts: np.ndarray | None = None,
+             **params):
+        if starts is None and sentence_ends is not None:
             ends = sentence_ends[tokens]
             starts = np.concatenate([[0], np.flatnonzero(ends[:-1]) + 1]).astype(np.int64)
         sample = positions.PositionSample(n=len(tokens), token_ids=tuple(int(t) for t in tokens),
@@ -201,5 +272,30 @@ def _transform(name: str, sentence_ends: np.ndarray | None):
 
 EXTENSION_METHODS: dict[str, ExtensionSpec] = {
     "flt": ExtensionSpec("identity", None),
+    "pose": ExtensionSpec("pose", sample_ratio=None),
+    "rpes": ExtensionSpec("rpes", sample_ratio=None),
+    "longrecipe": ExtensionSpec("longrecipe", sample_ratio=None, selection="anchors"),
+    "longrecipe_wo_t": ExtensionSpec("longrecipe", sample_ratio=None),
+    "longrecipe_random_t": ExtensionSpec("longrecipe", sample_ratio=None, selection="random"),
 }
-"""Named extension arms; later issues add PoSE, RPES, LongRecipe, ... here."""
+"""Named extension arms (LongRecipe §5.1 and Table 3). ``pose``, ``rpes`` and the LongRecipe arms
+use ``longrecipe.sample_ratio`` of the target per sample; the ratio sweep of Table 4 adds
+``longrecipe_r<percent>`` (see :func:`extension_spec`)."""
+
+
+def extension_spec(name: str) -> ExtensionSpec:
+    """The spec of a named arm, including ``longrecipe_r<percent>`` (LongRecipe at that token ratio)."""
+    if name in EXTENSION_METHODS:
+        return EXTENSION_METHODS[name]
+    if name.startswith("longrecipe_r") and name[len("longrecipe_r"):].isdigit():
+        pct = int(name[len("longrecipe_r"):])
+        if 1 <= pct <= 100:
+            return ExtensionSpec("longrecipe", sample_ratio=pct / 100, selection="anchors")
+    raise ValueError(f"unknown extension method {name!r}; allowed: {', '.join(EXTENSION_METHODS)}, "
+                     "longrecipe_r<percent> (1..100)")
+
+
+def ratio_arm(ratio: float, default_ratio: float) -> str:
+    """The arm name of a token ratio: ``longrecipe`` at the profile's ratio, else ``longrecipe_r<pct>``."""
+    pct = int(round(ratio * 100))
+    return "longrecipe" if pct == int(round(default_ratio * 100)) else f"longrecipe_r{pct}"

@@ -36,6 +36,7 @@ class NotebookSpec:
 NOTEBOOKS: tuple[NotebookSpec, ...] = (
     NotebookSpec("positions"),
     NotebookSpec("training"),
+    NotebookSpec("token_analysis", deps=("training",)),
     NotebookSpec("evaluation", deps=("training",)),
 )
 """Every notebook, in dependency order."""

@@ -197,8 +197,48 @@ class EvalConfig:
     """Examples per depth decile (depths 0.05, 0.15, ..., 0.95) at the target window."""
     yarn_factors: tuple[float, ...] = (2.0,)
     """YaRN extrapolation at evaluation time: RULER at factor x the target window (empty: none)."""
+    suite_checkpoints: tuple[str, ...] = ("base", "flt")
+    """Checkpoints that get the full suite (when trained); the other arms get the LongRecipe grid."""
     doable_threshold: float = 0.3
     """Base-model accuracy at its own window below which a task is flagged as one the base cannot do."""
+
+
+@dataclass(frozen=True)
+class LongRecipeConfig:
+    """LongRecipe (its §4): impactful-token analysis, sentence selection, replay, merging, and its tables."""
+
+    sample_ratio: float = 0.3
+    """Tokens per training sample of the position-transform arms, as a fraction of the target (§5.3: 30%)."""
+    ratios: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4)
+    """Token ratios of the LR-Tab4 sweep (100% is FLT); each must have an arm ``longrecipe_r<pct>``."""
+    analysis_texts: int = 32
+    """Held-out corpus texts (at the target length) scored by base and FLT for the logit analysis (§4.1)."""
+    analysis_source: str = "prose"
+    """Corpus source the analysis texts come from (POS tags need natural-language text)."""
+    top_fraction: float = 0.2
+    """Share of tokens kept as 'impactful' at each position (§4.1: top 20%)."""
+    anchor_enrichment: float = 2.0
+    """A token type is an anchor when its share of occurrences among the top tokens is >= this x top_fraction ..."""
+    anchor_min_count: int = 5
+    """... it occurs at least this often in the analysis texts ..."""
+    max_anchor_types: int | None = 200
+    """... ranked by Delta(t) (Eq. 4) and capped at this many types (None: no cap)."""
+    pos_bins: int = 16
+    """Position bins of LR-Fig3 (POS frequency vs position)."""
+    replay_token_fraction: float = 0.075
+    """Replay tokens as a fraction of the extension run's tokens (§5.3: 5-10%)."""
+    replay_lr_ratio: float = 0.1
+    """Replay learning rate as a fraction of ``extend.lr`` (§5.3: 5e-6 after 5e-5)."""
+    merge_lambdas: tuple[float, float] = (0.5, 0.5)
+    """(lambda1, lambda2) of Eq. 8: weights of the original (base) and the replayed model."""
+    replay_methods: tuple[str, ...] = ("flt", "rpes", "pose", "longrecipe")
+    """Arms that get a replay stage and a merge (LR-Tab2)."""
+    eval_samples: int = 6
+    """Examples per (task, depth) cell of the LongRecipe grid (RULER-13 at the target, suite depths)."""
+    yarn_samples: int = 3
+    """Examples per cell of the YaRN 2x column of LR-Tab1."""
+    short_lm_windows: int = 64
+    """Corpus windows at the base window whose LM loss stands in for general abilities."""
 
 
 @dataclass(frozen=True)
@@ -219,13 +259,15 @@ class Profile:
     """Context extension."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Evaluation grid."""
+    longrecipe: LongRecipeConfig = field(default_factory=LongRecipeConfig)
+    """LongRecipe arms, analysis, replay and merging."""
 
     def override(self, **sections: dict[str, Any]) -> "Profile":
         """A copy with fields replaced, e.g. ``p.override(extend={"steps": 10})``."""
         out = self
         for sec, values in sections.items():
             if sec not in {f.name for f in dataclasses.fields(self)} or sec == "name":
-                raise ValueError(f"unknown profile section {sec!r}; allowed: corpus, tokenizer, model, base, extend, eval")
+                raise ValueError(f"unknown profile section {sec!r}; allowed: corpus, tokenizer, model, base, extend, eval, longrecipe")
             cur = getattr(out, sec)
             names = {f.name for f in dataclasses.fields(cur)}
             bad = set(values) - names
@@ -247,6 +289,9 @@ SMOKE = Profile(
     extend=ExtendConfig(target_window=384, steps=3, train_tasks=("niah_single_1",), batch_size=2, warmup_steps=1, checkpoint_every=2),
     eval=EvalConfig(lengths=(192, 384), depths=(0.0, 1.0), samples=2, batch_size=4, suite_depths=(0.5,),
                     suite_samples=1, seeds=(0, 1), decile_samples=1),
+    longrecipe=LongRecipeConfig(sample_ratio=0.5, ratios=(0.5,), analysis_texts=3, analysis_source="code", anchor_min_count=1,
+                                pos_bins=4, replay_methods=("longrecipe",), eval_samples=1, yarn_samples=1,
+                                short_lm_windows=4),
 )
 """CI: proves every code path runs in seconds; asserts structure, not science."""
 
@@ -325,6 +370,22 @@ def validate(p: Profile) -> Profile:
     if any(f < 1 for f in ev.yarn_factors):
         raise ValueError(f"eval.yarn_factors={ev.yarn_factors}; allowed: factors >= 1")
     _range(ev.doable_threshold, 0.0, 1.0, "eval.doable_threshold")
+    lr = p.longrecipe
+    for name in ("sample_ratio", "top_fraction", "replay_token_fraction", "replay_lr_ratio"):
+        value = getattr(lr, name)
+        if not 0.0 < value <= 1.0:
+            raise ValueError(f"longrecipe.{name}={value!r} out of range; allowed: 0 < {name} <= 1")
+    if any(not 0.0 < r < 1.0 for r in lr.ratios):
+        raise ValueError(f"longrecipe.ratios={lr.ratios}; allowed: values in (0, 1) (100% is FLT)")
+    if lr.analysis_texts < 1 or lr.pos_bins < 1 or lr.anchor_min_count < 1 or lr.eval_samples < 1 \
+            or lr.yarn_samples < 1 or lr.short_lm_windows < 1:
+        raise ValueError(f"longrecipe.analysis_texts={lr.analysis_texts}, pos_bins={lr.pos_bins}, "
+                         f"anchor_min_count={lr.anchor_min_count}, eval_samples={lr.eval_samples}, "
+                         f"yarn_samples={lr.yarn_samples}, short_lm_windows={lr.short_lm_windows}; allowed: >= 1")
+    if lr.anchor_enrichment <= 0:
+        raise ValueError(f"longrecipe.anchor_enrichment={lr.anchor_enrichment}; allowed: > 0")
+    if len(lr.merge_lambdas) != 2 or any(x < 0 for x in lr.merge_lambdas) or sum(lr.merge_lambdas) <= 0:
+        raise ValueError(f"longrecipe.merge_lambdas={lr.merge_lambdas}; allowed: two weights >= 0, not both 0")
     if e.target_window not in ev.lengths:
         raise ValueError(f"extend.target_window={e.target_window} must be one of eval.lengths={ev.lengths}")
     if ev.samples < 1 or ev.batch_size < 1:

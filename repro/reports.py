@@ -39,8 +39,6 @@ PAPER_VS_BASELINE = ("flt", "base")
 """Fallback comparison when fewer than two checkpoints have a paper number: extended vs base."""
 
 # -- the papers' numbers, keyed by our checkpoint names ------------------------------------------
-LR_TAB1 = {"flt": (82.3, 75.7), "rpes": (71.8, 71.4), "pose": (68.8, 69.9), "longrecipe": (78.9, 74.5)}
-"""LongRecipe Table 1, Llama3-8B-I at 80K: NIAH(M), RULER."""
 RP_NAMES = {"flt": "Standard", "longce": "LongCE", "pose": "PoSE", "rp_cyclic": "Ours (cyclic shift)",
             "rp_skip": "Ours (skip)"}
 RP_METHODS = ("rp_skip", "rp_cyclic")
@@ -106,7 +104,7 @@ def suite_plan(p: Profile, name: str = "flt", rope_theta: float | None = None) -
     ``suite``: every suite task x length x suite depth (first evaluation seed);
     ``seeds``: RULER at the target for the other evaluation seeds (RP-Tab15);
     ``deciles``: the decile task at the target at 10 depths (RP-Fig1a);
-    ``yarn<f>``: RULER at f x the target with a YaRN override (LR-Tab1, RP-Tab4/5).
+    ``yarn<f>``: RULER at f x the target with a YaRN override (RP-Tab4/5).
     """
     ev, target = p.eval, p.extend.target_window
     ruler = ruler_in_suite(p)
@@ -272,42 +270,6 @@ def _headline(s: Scores, suite, p: Profile, length: int) -> tuple[float | None, 
     if doable:
         return s.average(doable, length), f"RULER-doable ({len(doable)} tasks)"
     return s.average(RULER_TASKS, length), "RULER-13"
-
-
-# -- LR-Tab1 -------------------------------------------------------------------------------------
-def lr_tab1(suite, p: Profile) -> Report:
-    """NIAH(M) and RULER at the target per checkpoint; base-window NIAH stands in for general abilities;
-    YaRN columns at each ``eval.yarn_factors``."""
-    target, window = p.extend.target_window, p.base.window
-    doable = doable_ruler(suite, p)
-    rows, niahm = [], {}
-    for name in suite:
-        s = _scores(suite, name, "suite")
-        nm = s.niah_m(target)
-        niahm[name] = nm
-        row = {"model": name,
-               f"NIAH(M) @{target}": show(nm, _missing(s, NIAH_M_TASKS, target)),
-               f"RULER-13 @{target}": show(s.average(RULER_TASKS, target), _missing(s, RULER_TASKS, target)),
-               f"RULER-doable @{target}": show(s.average(doable, target), "n/a (no task the base can do)"),
-               f"NIAH @{window} (short-context stand-in)": show(s.average(NIAH_TASKS, window),
-                                                               _missing(s, NIAH_TASKS, window))}
-        for f in p.eval.yarn_factors:
-            y, L = _scores(suite, name, f"yarn{f:g}"), int(round(f * target))
-            row[f"NIAH(M) YaRN {f:g}x @{L}"] = show(y.niah_m(L), _missing(y, NIAH_M_TASKS, L))
-            row[f"RULER-13 YaRN {f:g}x @{L}"] = show(y.average(RULER_TASKS, L), _missing(y, RULER_TASKS, L))
-            row[f"RULER-doable YaRN {f:g}x @{L}"] = show(y.average(doable, L), "n/a (no task the base can do)")
-        pap = LR_TAB1.get(name)
-        row["paper NIAH(M)/RULER (Llama3-8B-I 80K)"] = f"{pap[0]} / {pap[1]}" if pap else "-"
-        row["scale"] = scale_note(p)
-        rows.append(row)
-    verdict, how = direction_agrees(niahm, {k: v[0] for k, v in LR_TAB1.items()})
-    cols = list(rows[0]) if rows else []
-    ours = "; ".join(f"{r['model']} NIAH(M) {r[f'NIAH(M) @{target}']}, RULER-13 {r[f'RULER-13 @{target}']}, "
-                     f"RULER-doable {r[f'RULER-doable @{target}']}" for r in rows)
-    caption = (f"LR-Tab1 analog: NIAH(M) and RULER (percent) at the target window {target}. "
-               f"{_doable_caption(suite, p, RULER_TASKS)} Scale: {scale_note(p)}.")
-    return Report("LR-Tab1", [{"name": "LR-Tab1", "rows": rows, "columns": cols, "caption": caption}],
-                  ours=f"@{target}: {ours}", agrees=verdict, note=f"NIAH(M) at the target: {how}")
 
 
 # -- RP-Tab1/2 -----------------------------------------------------------------------------------
@@ -603,7 +565,7 @@ def task_percent(suite, p: Profile, length: int) -> dict[str, dict[str, float | 
 def all_reports(suite, p: Profile) -> tuple[dict[str, list], list[Report]]:
     """Every report of the evaluation notebook; also the RP-Fig1a curves."""
     curves, fig1a = rp_fig1a(suite, p)
-    reps = [lr_tab1(suite, p), rp_tab1_2(suite, p), fig1a, cd_tab2(suite, p), rp_tab14(suite, p),
+    reps = [rp_tab1_2(suite, p), fig1a, cd_tab2(suite, p), rp_tab14(suite, p),
             rp_tab15(suite, p)]
     if p.eval.yarn_factors:
         reps.append(rp_tab4_5(suite, p))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from repro.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from repro.io import atomic_dir, atomic_write_json, atomic_write_text, config_hash, read_json, read_jsonl
 from repro.profiles import Profile, get_profile
 
-STAGE_VERSION = {"corpus": 1, "base": 1, "extend": 1, "eval": 1}
+STAGE_VERSION = {"corpus": 1, "base": 1, "extend": 1, "eval": 1, "analysis": 1, "replay": 1, "merge": 1}
 """Bumped when a stage's code changes what it produces (invalidates caches)."""
 
 
@@ -172,23 +172,36 @@ def train_base(profile: Profile | str, run_dir: str | Path = "runs", force: bool
 
 
 # -- extension ---------------------------------------------------------------------------------
-def extension_key(p: Profile, method: str) -> str:
-    from repro.methods import EXTENSION_METHODS
+def _spec_key(p: Profile, method: str) -> dict:
+    """What of an arm's spec changes its result (defaults of later fields are left out so that
+    earlier caches stay valid)."""
+    from repro.methods import ExtensionSpec, extension_spec
 
+    spec = extension_spec(method)
+    key = {"transform": spec.transform, "sample_len": spec.sample_len, "params": spec.params}
+    default = ExtensionSpec()
+    if spec.sample_ratio != default.sample_ratio or spec.selection != default.selection:
+        key.update(sample_ratio=spec.sample_ratio, selection=spec.selection,
+                   resolved_len=spec.resolve_len(p.extend.target_window, p.longrecipe.sample_ratio))
+    if spec.selection == "anchors":
+        key["anchors"] = analysis_key(p)
+    return key
+
+
+def extension_key(p: Profile, method: str) -> str:
     return config_hash({"v": STAGE_VERSION["extend"], "base": base_key(p), "extend": p.extend,
-                        "method": method, "spec": EXTENSION_METHODS[method]})
+                        "method": method, "spec": _spec_key(p, method)})
 
 
 def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | Path = "runs", force: bool = False,
                     progress: bool = True) -> Path:
     """Extend the base model to the target window with a named method; returns ``final``."""
-    from repro.methods import EXTENSION_METHODS
+    from repro.methods import extension_spec
     from repro.models import load_model, rope_parameters
     from repro.train import Trainer, TrainConfig, get_method
 
     p = _profile(profile)
-    if method not in EXTENSION_METHODS:
-        raise ValueError(f"unknown extension method {method!r}; allowed: {', '.join(EXTENSION_METHODS)}")
+    spec = extension_spec(method)
     out = stage_dir(run_dir, p, f"extend-{method}", extension_key(p, method))
     if force and out.exists():
         shutil.rmtree(out)
@@ -199,6 +212,7 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
         raise NotImplementedError(
             f"extend.deepspeed_config={e.deepspeed_config!r}: DeepSpeed training is not wired into the trainer "
             "yet (repro.accel holds the guarded helpers); set deepspeed_config=None to train single-process")
+    anchors = impactful_tokens(p, run_dir, progress=progress)["anchors"] if spec.selection == "anchors" else None
     base = train_base(p, run_dir, progress=progress)
     rope = None
     if e.rope_type != "default" or e.rope_theta is not None:
@@ -207,9 +221,10 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     model = load_model(base, rope=rope, attn_implementation=p.model.attn_implementation)
     corpus = build_corpus(p, run_dir)
     tok = load_tokenizer(corpus.path / "tokenizer")
-    m = get_method("extension", name=method, spec=EXTENSION_METHODS[method], target=e.target_window,
+    m = get_method("extension", name=method, spec=spec, target=e.target_window,
                    batch_size=e.batch_size, retrieval_fraction=e.retrieval_fraction, tokenizer=tok,
-                   corpus=corpus.rows(), seed=e.seed, context_weight=e.context_weight, train_tasks=e.train_tasks)
+                   corpus=corpus.rows(), seed=e.seed, context_weight=e.context_weight, train_tasks=e.train_tasks,
+                   sample_len=spec.resolve_len(e.target_window, p.longrecipe.sample_ratio), anchors=anchors)
     cfg = TrainConfig(max_steps=e.steps, lr=e.lr, warmup_steps=e.warmup_steps, schedule="cosine",
                       min_lr_ratio=e.min_lr_ratio, grad_clip=e.grad_clip, bf16=e.bf16,
                       checkpoint_every=e.checkpoint_every, seed=e.seed)
@@ -218,11 +233,178 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     return final
 
 
+def extension_arms(profile: Profile | str) -> tuple[str, ...]:
+    """Every extension arm the training notebook trains: FLT, the LongRecipe Table 1 and Table 3 arms,
+    and the token-ratio arms of ``longrecipe.ratios`` (Table 4)."""
+    from repro.methods import EXTENSION_METHODS, ratio_arm
+
+    p = _profile(profile)
+    arms = list(EXTENSION_METHODS)
+    arms += [n for n in (ratio_arm(r, p.longrecipe.sample_ratio) for r in p.longrecipe.ratios) if n not in arms]
+    return tuple(arms)
+
+
+# -- LongRecipe: impactful tokens, replay, merging -----------------------------------------------
+def analysis_key(p: Profile) -> str:
+    lr = p.longrecipe
+    return config_hash({"v": STAGE_VERSION["analysis"], "base": base_key(p), "flt": extension_key(p, "flt"),
+                        "fields": [lr.analysis_texts, lr.analysis_source, lr.top_fraction, lr.anchor_enrichment,
+                                   lr.anchor_min_count, lr.max_anchor_types], "target": p.extend.target_window})
+
+
+def analysis_texts(p: Profile, run_dir: str | Path = "runs") -> list[str]:
+    """Texts of the impactful-token analysis: ``analysis_texts`` corpus documents of the analysis
+    source long enough for the target window, drawn with a fixed seed. The tiny corpus has no
+    held-out split, so these documents were also language-modelling rows in training."""
+    corpus = build_corpus(p, run_dir)
+    n = p.extend.target_window
+    lengths = np.diff(corpus.offsets)
+    ok = [i for i, s in enumerate(corpus.sources) if s == p.longrecipe.analysis_source and lengths[i] >= n + 1]
+    if len(ok) < p.longrecipe.analysis_texts:
+        raise ValueError(f"longrecipe.analysis_source={p.longrecipe.analysis_source!r} has {len(ok)} documents "
+                         f"of >= {n + 1} tokens; longrecipe.analysis_texts={p.longrecipe.analysis_texts}; "
+                         f"allowed: analysis_texts <= {len(ok)} (or another source: {sorted(set(corpus.sources))})")
+    rng = np.random.default_rng(12345)
+    pick = sorted(rng.choice(ok, size=p.longrecipe.analysis_texts, replace=False).tolist())
+    return [corpus.documents[i].text for i in pick]
+
+
+def impactful_tokens(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,
+                     progress: bool = True) -> dict:
+    """LongRecipe §4.1 on base vs FLT: logit changes, top tokens per position, POS tags, anchors (cached).
+
+    Returns ``{"path", "anchors" (int array), "summary" (dict)}``; the arrays are in ``analysis.npz``
+    and the per-token tags in ``tags.json``.
+    """
+    from repro import token_analysis as ta
+    from repro.models import load_model
+
+    p = _profile(profile)
+    lr = p.longrecipe
+    out = stage_dir(run_dir, p, "analysis", analysis_key(p))
+    if force and out.exists():
+        shutil.rmtree(out)
+    if not (out / "summary.json").exists():
+        t0 = time.perf_counter()
+        base = load_model(train_base(p, run_dir, progress=progress)).eval()
+        ext = load_model(train_extension(p, "flt", run_dir, progress=progress)).eval()
+        tok = get_tokenizer(p, run_dir)
+        res = ta.analyse(base, ext, tok, analysis_texts(p, run_dir), p.extend.target_window, fraction=lr.top_fraction,
+                         tagger=ta.load_tagger(), progress=progress, enrichment=lr.anchor_enrichment,
+                         min_count=lr.anchor_min_count, max_types=lr.max_anchor_types)
+        with atomic_dir(out) as tmp:
+            np.savez_compressed(tmp / "analysis.npz", samples=res.samples, changes=res.changes, selected=res.selected, delta=res.delta,
+                                counts=res.counts, anchors=res.anchors)
+            atomic_write_json(tmp / "tags.json", res.tags)
+            atomic_write_json(tmp / "summary.json", {
+                "anchors": [int(a) for a in res.anchors],
+                "anchor_pieces": [tok.decode([int(a)]) for a in res.anchors],
+                "texts": lr.analysis_texts, "length": p.extend.target_window, "source": lr.analysis_source,
+                "seconds": round(time.perf_counter() - t0, 1)})
+    summary = read_json(out / "summary.json")
+    return {"path": out, "anchors": np.asarray(summary["anchors"], dtype=np.int64), "summary": summary}
+
+
+def load_analysis(profile: Profile | str, run_dir: str | Path = "runs", progress: bool = True):
+    """The cached :class:`repro.token_analysis.TokenAnalysis` of :func:`impactful_tokens` (computed if missing)."""
+    from repro.token_analysis import TokenAnalysis
+
+    path = impactful_tokens(profile, run_dir, progress=progress)["path"]
+    z = np.load(path / "analysis.npz")
+    return TokenAnalysis(samples=z["samples"], changes=z["changes"], selected=z["selected"], delta=z["delta"],
+                         counts=z["counts"], anchors=z["anchors"], tags=read_json(path / "tags.json"))
+
+
+def extension_tokens(path: Path) -> int:
+    """Tokens an extension run trained on (sample tokens, padding excluded), from its metrics."""
+    rows = metrics(path)
+    last = rows[-1]
+    return int(last.get("method_tokens", sum(r["tokens"] for r in rows)))
+
+
+def replay_key(p: Profile, method: str) -> str:
+    return config_hash({"v": STAGE_VERSION["replay"], "ext": extension_key(p, method),
+                        "lr": [p.longrecipe.replay_token_fraction, p.longrecipe.replay_lr_ratio]})
+
+
+def replay_steps(p: Profile, ext_tokens: int) -> int:
+    """Steps of ``extend.batch_size`` rows of the base window holding ``replay_token_fraction`` of the
+    extension's tokens (at least one)."""
+    per_step = p.extend.batch_size * p.base.window
+    return max(1, int(round(p.longrecipe.replay_token_fraction * ext_tokens / per_step)))
+
+
+def train_replay(profile: Profile | str, method: str, run_dir: str | Path = "runs", force: bool = False,
+                 progress: bool = True) -> Path:
+    """LongRecipe §4.3 pretraining-data replay: continue an extension checkpoint on the base model's
+    training distribution (the curriculum's last stage: retrieval, copy and corpus rows at the base
+    window) at ``replay_lr_ratio`` x the extension learning rate, for ``replay_token_fraction`` of its
+    tokens. Returns ``final``."""
+    from repro.models import load_model
+    from repro.train import Trainer, TrainConfig, get_method
+
+    p = _profile(profile)
+    out = stage_dir(run_dir, p, f"replay-{method}", replay_key(p, method))
+    if force and out.exists():
+        shutil.rmtree(out)
+    if (out / "final").exists():
+        return out / "final"
+    ext = train_extension(p, method, run_dir, progress=progress)
+    steps = replay_steps(p, extension_tokens(ext))
+    model = load_model(ext, attn_implementation=p.model.attn_implementation)
+    corpus = build_corpus(p, run_dir)
+    tok = load_tokenizer(corpus.path / "tokenizer")
+    b = replace(p.base, seed=p.base.seed + 7919, tokens_per_step=p.extend.batch_size * p.base.window)
+    m = get_method("base_curriculum", cfg=b, tokenizer=tok, corpus=corpus.rows(weight=b.lm_weight),
+                   vocab_size=len(tok))
+    m.load_state_dict({**m.state_dict(), "phase": "retrieval", "level": len(b.retrieval_lengths) - 1,
+                       "final_left": -1})
+    m.name = "replay"
+    e = p.extend
+    cfg = TrainConfig(max_steps=steps, lr=e.lr * p.longrecipe.replay_lr_ratio, warmup_steps=0, schedule="cosine",
+                      min_lr_ratio=0.1, grad_clip=e.grad_clip, bf16=e.bf16, checkpoint_every=0, seed=b.seed)
+    final = Trainer(model, m, cfg, out, progress=progress).train()
+    tok.save_pretrained(final)
+    atomic_write_json(out / "replay.json", {"from": str(ext), "steps": steps, "lr": cfg.lr,
+                                            "extension_tokens": extension_tokens(ext)})
+    return final
+
+
+def merge_key(p: Profile, method: str) -> str:
+    return config_hash({"v": STAGE_VERSION["merge"], "replay": replay_key(p, method),
+                        "lambdas": p.longrecipe.merge_lambdas})
+
+
+def merge_replayed(profile: Profile | str, method: str, run_dir: str | Path = "runs", force: bool = False,
+                   progress: bool = True) -> Path:
+    """Eq. 8: ``λ1 · base + λ2 · (method after replay)``; returns the merged folder."""
+    from repro.merging import merge_checkpoints
+
+    p = _profile(profile)
+    out = stage_dir(run_dir, p, f"merge-{method}", merge_key(p, method)) / "final"
+    if force and out.exists():
+        shutil.rmtree(out)
+    if out.exists():
+        return out
+    replayed = train_replay(p, method, run_dir, progress=progress)
+    return merge_checkpoints(train_base(p, run_dir, progress=progress), replayed, out, p.longrecipe.merge_lambdas)
+
+
 def checkpoint_path(profile: Profile | str, name: str, run_dir: str | Path = "runs") -> Path:
-    """Path of a finished checkpoint by name (``base`` or an extension method); error if missing."""
+    """Path of a finished checkpoint by name; error if missing.
+
+    Names: ``base``, an extension arm (``flt``, ``pose``, ``longrecipe_r10``, ...), ``<arm>+replay``
+    (after pretraining-data replay) and ``<arm>+merge`` (replayed model merged with the base, Eq. 8).
+    """
     p = _profile(profile)
     if name == "base":
         path = Path(p.model.pretrained) if p.model.pretrained else stage_dir(run_dir, p, "base", base_key(p)) / "final"
+    elif name.endswith("+replay"):
+        m = name[:-len("+replay")]
+        path = stage_dir(run_dir, p, f"replay-{m}", replay_key(p, m)) / "final"
+    elif name.endswith("+merge"):
+        m = name[:-len("+merge")]
+        path = stage_dir(run_dir, p, f"merge-{m}", merge_key(p, m)) / "final"
     else:
         path = stage_dir(run_dir, p, f"extend-{name}", extension_key(p, name)) / "final"
     if not p.model.pretrained and not path.exists():
@@ -276,12 +458,12 @@ def evaluate_checkpoint(profile: Profile | str, name: str, tasks: tuple[str, ...
 
 
 def available_checkpoints(profile: Profile | str, run_dir: str | Path = "runs") -> list[str]:
-    """Names of the finished checkpoints in ``run_dir``: ``base`` first, then extension methods."""
-    from repro.methods import EXTENSION_METHODS
-
+    """Names of the finished checkpoints in ``run_dir``: ``base``, extension arms, ratio arms, replay/merge."""
     p = _profile(profile)
     out = []
-    for name in ("base", *EXTENSION_METHODS):
+    names = ["base", *extension_arms(p)]
+    names += [f"{m}+{stage}" for m in p.longrecipe.replay_methods for stage in ("replay", "merge")]
+    for name in names:
         try:
             checkpoint_path(p, name, run_dir)
         except FileNotFoundError:
@@ -309,3 +491,55 @@ def run_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", f
     return {part: evaluate_checkpoint(p, name, run_dir=run_dir, force=force, progress=progress, record=True,
                                       **kw)
             for part, kw in suite_plan(p, name, rope_theta=theta).items()}
+
+
+def short_lm_loss(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False) -> dict:
+    """Short-window language-modelling loss: the stand-in for general abilities (LongRecipe Tab. 1-2).
+
+    ``longrecipe.short_lm_windows`` corpus windows of ``base.window`` tokens (fixed seed, every
+    non-synthetic source) scored by the named checkpoint; returns ``{"loss", "windows", "tokens"}``
+    (mean next-token cross-entropy, nats). The tiny corpus has no held-out split: this measures how
+    much of the pretraining distribution survives extension, not generalisation to unseen text.
+    """
+    import torch
+
+    from repro.models import forward, load_model
+
+    p = _profile(profile)
+    ckpt = checkpoint_path(p, name, run_dir)
+    n, w = p.longrecipe.short_lm_windows, p.base.window
+    out = Path(run_dir) / p.name / "eval" / f"lmloss-{name}-{config_hash({'ckpt': str(ckpt), 'n': n, 'w': w})}.json"
+    if out.exists() and not force:
+        return read_json(out)
+    rows = build_corpus(p, run_dir).rows()
+    rng = np.random.default_rng(4242)
+    segs = [rows.segment(rng, w, whole=True) for _ in range(n)]
+    model = load_model(ckpt).eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for seg in segs:
+            ids = torch.as_tensor(seg.tokens[None])
+            logits = forward(model, ids).logits[0, :-1].float()
+            loss = torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum")
+            total += float(loss)
+            count += ids.shape[1] - 1
+    rec = {"checkpoint": str(ckpt), "loss": total / count, "windows": n, "tokens": count, "window": w}
+    atomic_write_json(out, rec)
+    return rec
+
+
+def run_lr_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
+                 progress: bool = True) -> dict[str, dict]:
+    """Evaluate a checkpoint on the LongRecipe grid (:func:`repro.reports_longrecipe.lr_plan`).
+
+    LR-Tab1's arms also get the YaRN column; replayed and merged checkpoints (LR-Tab2) only the
+    short-window part. Returns part -> cached record.
+    """
+    from repro.reports_longrecipe import TAB1_ARMS, lr_plan
+
+    p = _profile(profile)
+    plan = lr_plan(p, name, checkpoint_rope_theta(p, name, run_dir), yarn=name in TAB1_ARMS)
+    if "+" in name or name == "base":
+        plan = {"short": plan["short"]}
+    return {part: evaluate_checkpoint(p, name, run_dir=run_dir, force=force, progress=progress, record=True, **kw)
+            for part, kw in plan.items()}

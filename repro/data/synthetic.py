@@ -65,6 +65,15 @@ class RetrievalRows:
         return self._eligible[length]
 
     def segment(self, rng: np.random.Generator, length: int) -> Segment:
+        return self.segment_with_evidence(rng, length)[0]
+
+    def segment_with_evidence(self, rng: np.random.Generator, length: int) -> tuple[Segment, np.ndarray]:
+        """A retrieval row and, per token, whether it lies outside the haystack or in evidence.
+
+        The mask marks the instruction before the context, every evidence span, the
+        question after the context and the answer: what sentence selection must keep
+        for the row to stay answerable.
+        """
         tasks = self.eligible(length)
         first = int(rng.integers(len(tasks)))
         seed = TRAIN_SEED_OFFSET + int(rng.integers(0, 2**31))
@@ -78,14 +87,21 @@ class RetrievalRows:
                 continue
         else:
             raise ValueError(f"no training task fits rows of {length} tokens for seed {seed}")
-        prompt = self.tok(ex.prompt).input_ids
+        enc = self.tok(ex.prompt, return_offsets_mapping=True)
+        prompt = enc["input_ids"]
         answer = self.tok(" " + ", ".join(ex.references), add_special_tokens=False).input_ids + [self.tok.eos_token_id]
         toks = np.asarray(prompt + answer, dtype=np.int64)[:length]
         w = np.full(len(toks), self.context_weight, dtype=np.float32)
         is_answer = np.zeros(len(toks), dtype=bool)
         is_answer[len(prompt):] = True
         w[is_answer] = 1.0
-        return Segment(toks, w, answer=is_answer)
+        c0, c1 = ex.metadata.get("context_char_span", (0, len(ex.prompt)))
+        spans = ex.metadata.get("evidence_char_spans", ())
+        keep = np.ones(len(toks), dtype=bool)
+        for i, (a, b) in enumerate(enc["offset_mapping"][:len(toks)]):
+            if b > a and c0 <= a < c1:
+                keep[i] = any(a < e and s < b for s, e in spans)
+        return Segment(toks, w, answer=is_answer), keep
 
 
 class CorpusRows:

@@ -1,0 +1,85 @@
+"""Training cost per extension arm, measured in one run (LongRecipe's efficiency claim).
+
+LongRecipe claims ~30% of the tokens of full-length training (FLT) and >85% less
+compute. :func:`measure_step_costs` times optimizer steps of every arm in the
+same process, interleaved round-robin (A B C A B C ...) so that machine noise
+hits every arm alike; :func:`repro.reports_longrecipe.cost_rows` turns the
+numbers into ratios to FLT. FLOPs are estimated analytically
+(:func:`repro.reports_longrecipe.step_flops`).
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+
+def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs", steps: int = 8,
+                       warmup: int = 2, progress: bool = True) -> dict[str, dict]:
+    """Seconds, sample tokens and estimated FLOPs per optimizer step of each arm, from the base model.
+
+    Each arm trains its own copy of the base model with its own data for ``warmup + steps``
+    steps; the steps of all arms are interleaved. Returns ``{arm: {"seconds_per_step" (median),
+    "seconds" (list), "tokens_per_step", "flops_per_step", "sample_len"}}``.
+    """
+    from tqdm.auto import tqdm
+
+    from repro import stages
+    from repro.methods import extension_spec
+    from repro.models import load_model, n_params
+    from repro.reports_longrecipe import step_flops
+    from repro.train import clm_step, get_method
+
+    p = stages._profile(profile)
+    if steps < 1 or warmup < 0:
+        raise ValueError(f"steps={steps}, warmup={warmup}; allowed: steps >= 1, warmup >= 0")
+    e = p.extend
+    base = load_model(stages.train_base(p, run_dir, progress=progress), attn_implementation=p.model.attn_implementation)
+    corpus = stages.build_corpus(p, run_dir)
+    tok = stages.get_tokenizer(p, run_dir)
+    setups = {}
+    for arm in arms:
+        spec = extension_spec(arm)
+        anchors = stages.impactful_tokens(p, run_dir, progress=progress)["anchors"] if spec.selection == "anchors" \
+            else None
+        n = spec.resolve_len(e.target_window, p.longrecipe.sample_ratio)
+        m = get_method("extension", name=arm, spec=spec, target=e.target_window, batch_size=e.batch_size,
+                       retrieval_fraction=e.retrieval_fraction, tokenizer=tok, corpus=corpus.rows(), seed=e.seed + 99,
+                       context_weight=e.context_weight, train_tasks=e.train_tasks, sample_len=n, anchors=anchors)
+        model = copy.deepcopy(base).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=e.lr)
+        setups[arm] = (m, model, opt, n)
+    times: dict[str, list[float]] = {a: [] for a in arms}
+    tokens: dict[str, list[int]] = {a: [] for a in arms}
+    bar = tqdm(total=(steps + warmup) * len(arms), desc="cost", disable=not progress)
+    for step in range(warmup + steps):
+        for arm in arms:
+            m, model, opt, n = setups[arm]
+            before = m.stats["tokens"]
+            t0 = time.perf_counter()
+            batch = {k: torch.as_tensor(v) for k, v in m.batch(step).items()}
+            loss, _ = clm_step(model, batch, e.bf16)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            dt = time.perf_counter() - t0
+            if step >= warmup:
+                times[arm].append(dt)
+                tokens[arm].append(m.stats["tokens"] - before)
+            bar.update(1)
+    bar.close()
+    params = n_params(base)
+    out = {}
+    for arm in arms:
+        n = setups[arm][3]
+        tps = float(np.mean(tokens[arm]))
+        out[arm] = {"seconds_per_step": statistics.median(times[arm]), "seconds": times[arm],
+                    "tokens_per_step": tps, "sample_len": n,
+                    "flops_per_step": step_flops(params, p.model.num_layers, p.model.hidden_size, int(tps), n)}
+    return out

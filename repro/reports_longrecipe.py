@@ -1,0 +1,340 @@
+"""LongRecipe's tables (LR-Tab1/2/3/4/6) and the training-cost table, from result records.
+
+Input is an *LR suite*: ``{checkpoint: {part: record}}`` with the parts of
+:func:`lr_plan` (records as :func:`repro.stages.evaluate_checkpoint` returns
+them with ``record=True``), plus ``{checkpoint: lm-loss record}`` from
+:func:`repro.stages.short_lm_loss`. Scores are percent as in the paper. The
+general-ability benchmarks (MMLU, GSM8K, HumanEval) cannot run on a tiny
+model; the short-window LM loss and base-window NIAH accuracy stand in for
+them and are labelled so.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from repro.profiles import Profile
+from repro.reports import NIAH_TASKS, Report, Scores, direction_agrees, pct, scale_note, yarn_rope
+from repro.tasks.summary import RULER_TASKS
+
+TAB1_ARMS = ("flt", "rpes", "pose", "longrecipe")
+"""LongRecipe Table 1 rows (FLT, RPES, PoSE, LongRecipe)."""
+TAB3_ARMS = ("pose", "longrecipe_wo_t", "longrecipe_random_t", "longrecipe")
+"""Table 3 rows: PoSE, w/o T, Random T, LongRecipe."""
+NAMES = {"flt": "FLT", "rpes": "RPES", "pose": "PoSE", "longrecipe": "LongRecipe",
+         "longrecipe_wo_t": "LongRecipe (w/o T)", "longrecipe_random_t": "LongRecipe (Random T)", "base": "Base model"}
+
+LR_TAB1 = {"base": (None, None, 65.7), "flt": (82.3, 75.7, 62.2), "rpes": (71.8, 71.4, 61.4),
+           "pose": (68.8, 69.9, 62.6), "longrecipe": (78.9, 74.5, 63.0)}
+"""Table 1, Llama3-8B-I at 80K: NIAH(M), RULER, MMLU."""
+LR_TAB2 = {"flt": (58.1, 58.2, 62.2), "rpes": (54.0, 59.7, 61.8), "pose": (58.1, 60.7, 62.6),
+           "longrecipe": (58.6, 62.1, 63.0)}
+"""Table 2: MMLU before replay, after replay, after merging (Llama3-8B-I, 30% of 80K)."""
+LR_TAB3 = {"pose": (68.8, 69.9), "longrecipe_wo_t": (71.9, 71.7), "longrecipe_random_t": (70.1, 69.8),
+           "longrecipe": (78.9, 74.5)}
+"""Table 3: NIAH(M), RULER."""
+LR_TAB4 = {10: (65.3, 67.4), 20: (70.9, 70.7), 30: (78.9, 74.5), 40: (72.0, 71.0), 100: (82.3, 75.7)}
+"""Table 4: token ratio (percent of 80K) -> NIAH(M), RULER."""
+LR_TAB6 = {"extended context length": "80K", "training sample length": "24K (30%)",
+           "RoPE scaling (dynamic NTK base)": "48.9M", "RoPE factor": "10", "batch size": "96", "steps": "104",
+           "total tokens": "240M", "learning rate": "5e-5", "hardware": "1x A800/H100",
+           "hours to train": "26 (A800) / 16 (H100)"}
+"""Table 6, Llama3-8B at 80K."""
+
+
+def lr_plan(p: Profile, name: str, rope_theta: float, yarn: bool = False) -> dict[str, dict]:
+    """Evaluation parts of one checkpoint for the LongRecipe tables -> ``evaluate_checkpoint`` kwargs.
+
+    ``ruler``: RULER's 13 tasks at the target window; ``short``: the NIAH tasks at the base window
+    (short-context stand-in); ``yarn``: RULER at ``eval.yarn_factors[0]`` x the target with YaRN
+    (LR-Tab1's extra column; only when ``yarn`` and a factor is configured).
+    """
+    ev, lr, target = p.eval, p.longrecipe, p.extend.target_window
+    cell = {"depths": ev.suite_depths, "seeds": ev.seeds[:1]}
+    plan = {"ruler": {"tasks": RULER_TASKS, "lengths": (target,), "samples": lr.eval_samples, **cell},
+            "short": {"tasks": NIAH_TASKS, "lengths": (p.base.window,), "samples": lr.eval_samples, **cell}}
+    if yarn and ev.yarn_factors:
+        f = ev.yarn_factors[0]
+        plan["yarn"] = {"tasks": RULER_TASKS, "lengths": (int(round(f * target)),), "samples": lr.yarn_samples,
+                        "rope": yarn_rope(p, name, f, rope_theta), **cell}
+    return plan
+
+
+def _s(suite, name: str, part: str) -> Scores:
+    return Scores(suite.get(name, {}).get(part))
+
+
+def long_scores(suite, name: str, p: Profile) -> tuple[float | None, float | None]:
+    """NIAH(M) and RULER-13 (percent) at the target window."""
+    s, t = _s(suite, name, "ruler"), p.extend.target_window
+    return pct(s.niah_m(t)), pct(s.average(RULER_TASKS, t))
+
+
+def doable_tasks(suite, p: Profile) -> tuple[str, ...]:
+    """NIAH tasks the base model does at its own window (accuracy >= ``eval.doable_threshold``)."""
+    s = _s(suite, "base", "short")
+    return tuple(t for t in NIAH_TASKS if (s.mean(t, p.base.window) or 0.0) >= p.eval.doable_threshold)
+
+
+def doable_score(suite, name: str, p: Profile) -> float | None:
+    """Mean (percent) at the target over the tasks the base can do: where the tiny model has signal."""
+    tasks = doable_tasks(suite, p)
+    return pct(_s(suite, name, "ruler").average(tasks, p.extend.target_window)) if tasks else None
+
+
+def short_scores(suite, lm: Mapping[str, Mapping], name: str, p: Profile) -> tuple[float | None, float | None]:
+    """NIAH average (percent) at the base window and the short-window LM loss."""
+    s = _s(suite, name, "short")
+    rec = lm.get(name)
+    return pct(s.average(NIAH_TASKS, p.base.window)), (round(rec["loss"], 4) if rec else None)
+
+
+def _fmt(x: float | None) -> float | str:
+    """An already-scaled number, or ``n/a``."""
+    return "n/a" if x is None else x
+
+
+def lr_tab1(suite, lm, p: Profile) -> Report:
+    """NIAH(M)/RULER at the target (and with YaRN at 2x) plus the short-context stand-ins per arm."""
+    target, window = p.extend.target_window, p.base.window
+    rows, ours_nm, ours_ru = [], {}, {}
+    f = p.eval.yarn_factors[0] if p.eval.yarn_factors else None
+    for name in ("base", *TAB1_ARMS):
+        if name not in suite:
+            continue
+        nm, ru = long_scores(suite, name, p)
+        niah_s, loss = short_scores(suite, lm, name, p)
+        if name != "base":
+            ours_nm[name], ours_ru[name] = nm, ru
+        row = {"method": NAMES.get(name, name), f"NIAH(M) @{target}": _fmt(nm), f"RULER @{target}": _fmt(ru),
+               f"base-doable @{target}": _fmt(doable_score(suite, name, p))}
+        if f:
+            y, L = _s(suite, name, "yarn"), int(round(f * target))
+            row[f"NIAH(M) YaRN {f:g}x @{L}"] = _fmt(pct(y.niah_m(L)))
+            row[f"RULER YaRN {f:g}x @{L}"] = _fmt(pct(y.average(RULER_TASKS, L)))
+        row[f"NIAH @{window} (stand-in)"] = _fmt(niah_s)
+        row[f"LM loss @{window} (stand-in, lower is better)"] = _fmt(loss)
+        pap = LR_TAB1.get(name)
+        row["paper NIAH(M) / RULER / MMLU (Llama3-8B-I 80K)"] = " / ".join("-" if v is None else str(v) for v in pap) \
+            if pap else "-"
+        rows.append(row)
+    v1, how1 = direction_agrees(ours_nm, {k: v[0] for k, v in LR_TAB1.items() if v[0] is not None})
+    v2, how2 = direction_agrees(ours_ru, {k: v[1] for k, v in LR_TAB1.items() if v[1] is not None})
+    claim = _claim(ours_nm, ("longrecipe", "pose", "rpes"))
+    caption = (f"LR-Tab1 analog at the target window {target}: NIAH(M) = mean of MK-1/2/3, MV, MQ; RULER = 13 tasks; "
+               f"base-doable = mean over the tasks the base model does at its window "
+               f"({', '.join(doable_tasks(suite, p)) or 'none'}) "
+               f"({p.longrecipe.eval_samples} examples x {len(p.eval.suite_depths)} depths per task). MMLU/GSM8K/"
+               f"HumanEval cannot run on a tiny model: NIAH at the base window and the LM loss on "
+               f"{p.longrecipe.short_lm_windows} corpus windows of {window} tokens stand in for general abilities. "
+               f"Scale: {scale_note(p)}.")
+    return Report("LR-Tab1", [{"name": "LR-Tab1", "rows": rows, "columns": list(rows[0]) if rows else [],
+                               "caption": caption}],
+                  ours="; ".join(f"{r['method']} {r[f'NIAH(M) @{target}']}/{r[f'RULER @{target}']}" for r in rows),
+                  agrees=_combine(v1, v2),
+                  note=f"NIAH(M): {how1}; RULER: {how2}. LongRecipe >= PoSE >= RPES on NIAH(M)? {claim}")
+
+
+def _claim(ours: Mapping[str, float | None], order: Sequence[str]) -> str:
+    vals = [ours.get(n) for n in order]
+    if any(v is None for v in vals):
+        return "n/a"
+    ok = all(a >= b for a, b in zip(vals, vals[1:]))
+    return ("yes" if ok else "no") + " (" + " / ".join(f"{n} {v}" for n, v in zip(order, vals)) + ")"
+
+
+def _combine(*verdicts: str) -> str:
+    known = [v for v in verdicts if v != "n/a"]
+    if not known:
+        return "n/a"
+    if all(v == "yes" for v in known):
+        return "yes"
+    if all(v == "no" for v in known):
+        return "no"
+    return "partly"
+
+
+def lr_tab2(suite, lm, p: Profile) -> Report:
+    """Short-context stand-ins before replay, after replay and after merging with the base (Eq. 8)."""
+    window = p.base.window
+    rows, ok, total = [], 0, 0
+    for name in p.longrecipe.replay_methods:
+        stages = [name, f"{name}+replay", f"{name}+merge"]
+        if not all(s in suite or s in lm for s in stages):
+            continue
+        vals = [short_scores(suite, lm, s, p) for s in stages]
+        row = {"method": NAMES.get(name, name)}
+        for label, (niah, loss) in zip(("before replay", "after replay", "after merging"), vals):
+            row[f"LM loss @{window} {label}"] = _fmt(loss)
+            row[f"NIAH @{window} {label}"] = _fmt(niah)
+        pap = LR_TAB2.get(name)
+        row["paper MMLU before / after replay / after merging"] = " / ".join(map(str, pap)) if pap else "-"
+        rows.append(row)
+        losses = [v[1] for v in vals]
+        if None not in losses:  # the paper: each stage restores general abilities (loss should fall)
+            total += 2
+            ok += (losses[1] <= losses[0]) + (losses[2] <= losses[1])
+    agrees = "n/a" if not total else "yes" if ok == total else "no" if ok == 0 else "partly"
+    base_loss = lm.get("base", {}).get("loss")
+    caption = (f"LR-Tab2 analog: short-context stand-ins for general abilities (LM loss on corpus windows of {window} "
+               f"tokens, lower is better; NIAH average at {window}) after extension, after pretraining-data replay "
+               f"({p.longrecipe.replay_token_fraction:.1%} of the extension tokens at "
+               f"{p.longrecipe.replay_lr_ratio:g} x the learning rate) and after merging with the base model "
+               f"(lambda = {p.longrecipe.merge_lambdas}). Base model LM loss: "
+               f"{'n/a' if base_loss is None else round(base_loss, 4)}. Scale: {scale_note(p)}.")
+    return Report("LR-Tab2", [{"name": "LR-Tab2", "rows": rows, "columns": list(rows[0]) if rows else [],
+                               "caption": caption}],
+                  ours="; ".join(f"{r['method']} loss " + " -> ".join(str(r[k]) for k in r if k.startswith("LM loss"))
+                                 for r in rows),
+                  agrees=agrees, note=f"LM loss falls at each stage (as MMLU rises in the paper) on {ok}/{total} steps")
+
+
+def lr_tab3(suite, p: Profile) -> Report:
+    """The ablation: PoSE, LongRecipe w/o T, Random T, LongRecipe."""
+    return _long_table("LR-Tab3", TAB3_ARMS, {n: v for n, v in LR_TAB3.items()}, suite, p,
+                       "LR-Tab3 analog: w/o T = PoSE's contiguous short samples with the LongRecipe transform; "
+                       "Random T = random whole sentences of a target-length sample; LongRecipe = sentences holding "
+                       "anchor tokens of the impactful-token analysis.",
+                       claim_order=("longrecipe", "longrecipe_random_t"))
+
+
+def lr_tab4(suite, p: Profile) -> Report:
+    """The token-ratio sweep (100% is FLT)."""
+    from repro.methods import ratio_arm
+
+    arms = {ratio_arm(r, p.longrecipe.sample_ratio): int(round(r * 100)) for r in p.longrecipe.ratios}
+    arms["flt"] = 100
+    paper = {n: LR_TAB4.get(pc) for n, pc in arms.items()}
+    names = {n: f"{pc}%" + (" (FLT)" if n == "flt" else "") for n, pc in arms.items()}
+    return _long_table("LR-Tab4", tuple(sorted(arms, key=arms.get)), paper, suite, p,
+                       "LR-Tab4 analog: LongRecipe at each token ratio of the target window; 100% is FLT.",
+                       names=names)
+
+
+def _long_table(target_id: str, arms: Sequence[str], paper: Mapping[str, Any], suite, p: Profile, caption: str,
+                names: Mapping[str, str] | None = None, claim_order: Sequence[str] = ()) -> Report:
+    target = p.extend.target_window
+    rows, nm_ours, ru_ours = [], {}, {}
+    for name in arms:
+        if name not in suite:
+            continue
+        nm, ru = long_scores(suite, name, p)
+        nm_ours[name], ru_ours[name] = nm, ru
+        pap = paper.get(name)
+        rows.append({"method": (names or NAMES).get(name, name), f"NIAH(M) @{target}": _fmt(nm),
+                     f"RULER @{target}": _fmt(ru), f"base-doable @{target}": _fmt(doable_score(suite, name, p)),
+                     "paper NIAH(M) / RULER (Llama3-8B-I 80K)": f"{pap[0]} / {pap[1]}" if pap else "-"})
+    v1, how1 = direction_agrees(nm_ours, {k: v[0] for k, v in paper.items() if v})
+    v2, how2 = direction_agrees(ru_ours, {k: v[1] for k, v in paper.items() if v})
+    note = f"NIAH(M): {how1}; RULER: {how2}"
+    if claim_order:
+        note += f". {' >= '.join(claim_order)} on NIAH(M)? {_claim(nm_ours, claim_order)}"
+    cap = (f"{caption} Percent at the target window {target} ({p.longrecipe.eval_samples} examples x "
+           f"{len(p.eval.suite_depths)} depths per task); base-doable = mean over the tasks the base model does "
+           f"at its window ({', '.join(doable_tasks(suite, p)) or 'none'}). Scale: {scale_note(p)}.")
+    return Report(target_id, [{"name": target_id, "rows": rows, "columns": list(rows[0]) if rows else [],
+                               "caption": cap}],
+                  ours="; ".join(f"{r['method']} {r[f'NIAH(M) @{target}']}/{r[f'RULER @{target}']}" for r in rows),
+                  agrees=_combine(v1, v2), note=note)
+
+
+def lr_tab6(p: Profile, seconds: float | None, tokens: int | None) -> Report:
+    """The LongRecipe configuration actually used beside the paper's Table 6 (Llama3-8B, 80K)."""
+    e, lr = p.extend, p.longrecipe
+    n = max(1, int(round(lr.sample_ratio * e.target_window)))
+    rope = "none (RoPE unchanged)" if e.rope_type == "default" else f"{e.rope_type} base {e.rope_theta}"
+    ours = {"extended context length": str(e.target_window), "training sample length": f"{n} ({lr.sample_ratio:.0%})",
+            "RoPE scaling (dynamic NTK base)": rope, "RoPE factor": str(e.rope_factor or "-"),
+            "batch size": str(e.batch_size), "steps": str(e.steps),
+            "total tokens": "-" if tokens is None else f"{tokens:,}", "learning rate": f"{e.lr:g}",
+            "hardware": "CPU (this machine)", "hours to train": "-" if seconds is None else f"{seconds / 3600:.3f}"}
+    rows = [{"setting": k, f"ours ({p.name})": ours[k], "paper (Llama3-8B 80K)": v} for k, v in LR_TAB6.items()]
+    return Report("LR-Tab6", [{"name": "LR-Tab6", "rows": rows, "columns": list(rows[0]),
+                               "caption": f"LongRecipe training configuration: the {p.name} profile beside LongRecipe "
+                                          "Table 6 (Llama3-8B at 80K). Tokens and time are measured on the "
+                                          "longrecipe arm's run."}],
+                  ours=f"{n}-token samples to {e.target_window}, batch {e.batch_size}, {e.steps} steps, lr {e.lr:g}",
+                  agrees="n/a", note="configuration table; nothing to agree with")
+
+
+def step_flops(n_params: int, layers: int, hidden: int, tokens: int, sample_len: int) -> float:
+    """Training FLOPs of one step: 6 x params x tokens plus causal attention scores and values
+    (6 x layers x hidden x sample_len^2 per sample, forward and backward)."""
+    samples = tokens / max(sample_len, 1)
+    return 6.0 * n_params * tokens + 6.0 * layers * hidden * sample_len ** 2 * samples
+
+
+def cost_rows(runs: Mapping[str, Mapping[str, Any]], reference: str = "flt") -> list[dict]:
+    """Per-arm cost as ratios to ``reference``.
+
+    ``runs[name]`` holds ``seconds_per_step`` (median of the run's steps), ``tokens_per_step``
+    (sample tokens, padding excluded) and ``flops_per_step``.
+    """
+    ref = runs.get(reference)
+    rows = []
+    for name, r in runs.items():
+        row = {"method": NAMES.get(name, name), "seconds/step": round(r["seconds_per_step"], 4),
+               "tokens/step": round(r["tokens_per_step"], 1), "GFLOPs/step": round(r["flops_per_step"] / 1e9, 3)}
+        for key, col in (("seconds_per_step", "time vs FLT"), ("tokens_per_step", "tokens vs FLT"),
+                         ("flops_per_step", "FLOPs vs FLT")):
+            row[col] = round(r[key] / ref[key], 3) if ref else "n/a"
+        rows.append(row)
+    return rows
+
+
+LR_FIG3 = {"NUM": 0.4, "PRON": 0.15, "AUX": 0.15, "CCONJ": 0.1, "ADP": 0.1}
+"""Figure 3's approximate frequencies among the top-20% logit-change tokens (read off the figure)."""
+
+
+def lr_fig3(analysis, tokenizer, p: Profile, top_anchors: int = 30) -> tuple[dict, Report]:
+    """POS frequency of the impactful tokens (overall and per position bin) and the anchor table.
+
+    Returns the curves ``{"tags", "freq", "edges", "base_rate"}`` for the figure and the report
+    (a POS table, an anchor table, the verdict: is NUM the most frequent tag among the top tokens?).
+    """
+    import numpy as np
+
+    from repro import token_analysis as ta
+
+    tags, freq, edges = ta.pos_frequency_by_position(analysis.selected, analysis.tags, p.longrecipe.pos_bins)
+    base = ta.pos_base_rate(analysis.tags)
+    arr = np.asarray(analysis.tags, dtype=str)
+    sel = arr[analysis.selected]
+    names, counts = np.unique(sel, return_counts=True)
+    top = {str(n): float(c) / sel.size for n, c in zip(names, counts)}
+    order = sorted(top, key=top.get, reverse=True)
+    pos_rows = [{"POS": t, "share among top tokens": round(top[t], 4), "share among all tokens": round(base[t], 4),
+                 "enrichment": round(top[t] / base[t], 2), "paper (Fig. 3, approx.)": LR_FIG3.get(t, "-")}
+                for t in order]
+    # anchor table: the anchors ranked by Delta(t), with their selection rate and majority tag
+    targets = analysis.samples[:, 1:]
+    rows = []
+    for a in sorted(analysis.anchors.tolist(), key=lambda v: -analysis.delta[v])[:top_anchors]:
+        where = targets == a
+        t, c = np.unique(arr[where], return_counts=True)
+        rows.append({"token": repr(tokenizer.decode([int(a)])), "id": int(a), "Delta(t)": round(float(analysis.delta[a]), 2),
+                     "count": int(analysis.counts[a]),
+                     "share in top tokens": round(float(analysis.selected[where].mean()), 3),
+                     "POS (majority)": str(t[np.argmax(c)]) if c.size else "-"})
+    frac = p.longrecipe.top_fraction
+    first = order[0] if order else None
+    num = top.get("NUM", 0.0)
+    if first == "NUM":
+        verdict = "yes"
+    elif num > base.get("NUM", 0.0):
+        verdict = "partly"
+    else:
+        verdict = "no"
+    ours = (f"top tags among the top {frac:.0%} tokens: " + ", ".join(f"{t} {top[t]:.2f}" for t in order[:5])
+            + f"; NUM {num:.2f} vs {base.get('NUM', 0.0):.2f} among all tokens; {len(analysis.anchors)} anchor types")
+    cap = (f"LR-Fig3 analog: UPOS (spaCy) of the top {frac:.0%} tokens by |logit change| between the base and the "
+           f"FLT-extended model at each position, {len(analysis.samples)} {p.longrecipe.analysis_source} texts of "
+           f"{analysis.samples.shape[1]} tokens. Scale: {scale_note(p)}.")
+    rep = Report("LR-Fig3", [
+        {"name": "LR-Fig3", "rows": pos_rows, "columns": list(pos_rows[0]) if pos_rows else [], "caption": cap},
+        {"name": "LR-Fig3-anchors", "rows": rows, "columns": list(rows[0]) if rows else [],
+         "caption": f"The anchor token types (LongRecipe's selection keys), by Delta(t) (Eq. 4); first {top_anchors}."}],
+        ours=ours, agrees=verdict,
+        note="yes if NUM is the most frequent tag among the top tokens (as in the paper), partly if NUM is only "
+             "over-represented relative to all tokens")
+    return {"tags": tags, "freq": freq, "edges": edges, "base_rate": base}, rep
