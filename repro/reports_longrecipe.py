@@ -267,13 +267,15 @@ def step_flops(n_params: int, layers: int, hidden: int, tokens: int, sample_len:
 def cost_rows(runs: Mapping[str, Mapping[str, Any]], reference: str = "flt") -> list[dict]:
     """Per-arm cost as ratios to ``reference``.
 
-    ``runs[name]`` holds ``seconds_per_step`` (median of the run's steps), ``tokens_per_step``
+    ``runs[name]`` holds ``seconds_per_step`` (median compute time of the steps; optionally
+    ``data_seconds_per_step``, shown but not compared), ``tokens_per_step``
     (sample tokens, padding excluded) and ``flops_per_step``.
     """
     ref = runs.get(reference)
     rows = []
     for name, r in runs.items():
-        row = {"method": NAMES.get(name, name), "seconds/step": round(r["seconds_per_step"], 4),
+        row = {"method": NAMES.get(name, name), "seconds/step (compute)": round(r["seconds_per_step"], 4),
+               "data seconds/step": round(r["data_seconds_per_step"], 4) if "data_seconds_per_step" in r else "-",
                "tokens/step": round(r["tokens_per_step"], 1), "GFLOPs/step": round(r["flops_per_step"] / 1e9, 3)}
         for key, col in (("seconds_per_step", "time vs FLT"), ("tokens_per_step", "tokens vs FLT"),
                          ("flops_per_step", "FLOPs vs FLT")):

@@ -118,3 +118,16 @@ def test_short_lm_loss_and_lr_grid(run):
     assert set(suite) == {"ruler", "short", "yarn"}
     assert suite["yarn"]["rope"]["rope_type"] == "yarn"
     assert set(stages.run_lr_suite(P, "base", run, progress=False)) == {"short"}
+
+
+def test_cost_benchmark_measures_every_arm_in_one_run(run):
+    from repro.cost import measure_step_costs
+    from repro.reports_longrecipe import cost_rows
+
+    costs = measure_step_costs(P, ("flt", "pose"), run, steps=2, warmup=1, progress=False)
+    assert set(costs) == {"flt", "pose"} and all(len(c["seconds"]) == 2 for c in costs.values())
+    n = P.extend.target_window
+    assert costs["flt"]["sample_len"] == n and costs["pose"]["sample_len"] == round(P.longrecipe.sample_ratio * n)
+    assert costs["pose"]["tokens_per_step"] <= P.extend.batch_size * costs["pose"]["sample_len"]
+    rows = {r["method"]: r for r in cost_rows(costs)}
+    assert rows["FLT"]["FLOPs vs FLT"] == 1.0 and 0 < rows["PoSE"]["FLOPs vs FLT"] < 1

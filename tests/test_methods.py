@@ -86,3 +86,23 @@ def test_base_curriculum_phases(small_tokenizer, corpus_rows):
         step += 1
     assert m.state["reached_em"] is False
     assert step <= m.max_steps()
+
+
+def test_rows_too_short_for_any_retrieval_task_become_corpus_rows(small_tokenizer, corpus_rows):
+    m = Extension("pose", ExtensionSpec("pose", 24), 512, 4, 1.0, small_tokenizer, corpus_rows, 0)
+    b = m.batch(0)
+    assert b["input_ids"].shape == (4, 24) and (b["answer_group"] < 0).all()
+    assert m.stats["no_retrieval_rows"] == 4 and m.stats["rows"] == 4
+
+
+def test_random_t_rows_keep_the_evidence_and_the_answer(small_tokenizer, corpus_rows):
+    m = Extension("longrecipe_random_t", ExtensionSpec("longrecipe", 160, selection="random"), 640, 3, 1.0,
+                  small_tokenizer, corpus_rows, 0)
+    b = m.batch(1)
+    for row, doc, grp in zip(b["input_ids"], b["doc_ids"], b["answer_group"]):
+        real = row[doc == 0]
+        assert len(real) <= 160 and (grp >= 0).any()
+        answer = small_tokenizer.decode(row[grp >= 0], skip_special_tokens=True).strip()
+        # the needle sentence holding the answer survived the selection, before the question
+        assert answer and answer.split(",")[0].strip() in small_tokenizer.decode(real[:-len(row[grp >= 0])])
+    assert m.stats["rows"] == 3
