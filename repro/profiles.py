@@ -239,6 +239,8 @@ class LongRecipeConfig:
     """Examples per cell of the YaRN 2x column of LR-Tab1."""
     short_lm_windows: int = 64
     """Corpus windows at the base window whose LM loss stands in for general abilities."""
+    general_benchmarks: tuple[str, ...] = ()
+    """lm-evaluation-harness tasks for general abilities (paper: mmlu, gsm8k, humaneval; empty: stand-ins)."""
 
 
 @dataclass(frozen=True)
@@ -311,6 +313,7 @@ PAPER = Profile(
                         bf16=True, checkpoint_every=26, deepspeed_config="configs/deepspeed_zero3.json"),
     eval=EvalConfig(lengths=(8192, 16_384, 32_768, 65_536, 81_920, 163_840), depths=tuple(i / 10 for i in range(11)),
                     samples=50, batch_size=1),
+    longrecipe=LongRecipeConfig(general_benchmarks=("mmlu", "gsm8k", "humaneval")),
 )
 """LongRecipe Table 6 (Llama3-8B-Instruct, 80K target): 24K-token samples for the
 position-transform methods, dynamic-NTK factor 10 (RoPE base 48.9M), batch 96,

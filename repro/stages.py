@@ -543,3 +543,24 @@ def run_lr_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs"
         plan = {"short": plan["short"]}
     return {part: evaluate_checkpoint(p, name, run_dir=run_dir, force=force, progress=progress, record=True, **kw)
             for part, kw in plan.items()}
+
+
+def general_abilities(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False) -> dict:
+    """The paper's general-ability benchmarks (``longrecipe.general_benchmarks``) on a checkpoint, cached.
+
+    Runs lm-evaluation-harness (:func:`repro.general.lm_eval_scores`; GPU profile). Returns
+    ``{}`` when no benchmark is configured (the tiny profile uses :func:`short_lm_loss` instead).
+    """
+    from repro.general import lm_eval_scores
+
+    p = _profile(profile)
+    tasks = p.longrecipe.general_benchmarks
+    if not tasks:
+        return {}
+    ckpt = checkpoint_path(p, name, run_dir)
+    out = Path(run_dir) / p.name / "eval" / f"general-{name}-{config_hash({'ckpt': str(ckpt), 'tasks': tasks})}.json"
+    if out.exists() and not force:
+        return read_json(out)
+    rec = lm_eval_scores(ckpt, tasks)
+    atomic_write_json(out, rec)
+    return rec
