@@ -171,6 +171,13 @@ def train_base(profile: Profile | str, run_dir: str | Path = "runs", force: bool
     return final
 
 
+def _finished(out: Path, force: bool) -> Path | None:
+    """``out/final`` when a training stage already finished there (``force`` deletes it first)."""
+    if force and out.exists():
+        shutil.rmtree(out)
+    return out / "final" if (out / "final").exists() else None
+
+
 # -- extension ---------------------------------------------------------------------------------
 def _spec_key(p: Profile, method: str) -> dict:
     """What of an arm's spec changes its result (defaults of later fields are left out so that
@@ -203,10 +210,8 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     p = _profile(profile)
     spec = extension_spec(method)
     out = stage_dir(run_dir, p, f"extend-{method}", extension_key(p, method))
-    if force and out.exists():
-        shutil.rmtree(out)
-    if (out / "final").exists():
-        return out / "final"
+    if (done := _finished(out, force)) is not None:
+        return done
     e = p.extend
     if e.deepspeed_config:
         raise NotImplementedError(
@@ -345,10 +350,8 @@ def train_replay(profile: Profile | str, method: str, run_dir: str | Path = "run
 
     p = _profile(profile)
     out = stage_dir(run_dir, p, f"replay-{method}", replay_key(p, method))
-    if force and out.exists():
-        shutil.rmtree(out)
-    if (out / "final").exists():
-        return out / "final"
+    if (done := _finished(out, force)) is not None:
+        return done
     ext = train_extension(p, method, run_dir, progress=progress)
     steps = replay_steps(p, extension_tokens(ext))
     model = load_model(ext, attn_implementation=p.model.attn_implementation)
