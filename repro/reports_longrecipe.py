@@ -14,15 +14,24 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from repro.profiles import Profile
-from repro.reports import NIAH_TASKS, Report, Scores, direction_agrees, pct, scale_note, yarn_rope
+from repro.reports import NIAH_M_TASKS, NIAH_TASKS, Report, Scores, direction_agrees, pct, scale_note, yarn_rope
 from repro.tasks.summary import RULER_TASKS
 
+NIAH_M_ALL = tuple(NIAH_M_TASKS)
+"""RULER's multi-key, multi-value and multi-query tasks (NIAH(M), LongRecipe App. E)."""
 TAB1_ARMS = ("flt", "rpes", "pose", "longrecipe")
 """LongRecipe Table 1 rows (FLT, RPES, PoSE, LongRecipe)."""
 TAB3_ARMS = ("pose", "longrecipe_wo_t", "longrecipe_random_t", "longrecipe")
 """Table 3 rows: PoSE, w/o T, Random T, LongRecipe."""
 NAMES = {"flt": "FLT", "rpes": "RPES", "pose": "PoSE", "longrecipe": "LongRecipe",
          "longrecipe_wo_t": "LongRecipe (w/o T)", "longrecipe_random_t": "LongRecipe (Random T)", "base": "Base model"}
+
+def display(name: str) -> str:
+    """The paper's name of an arm (``longrecipe_r10`` -> ``LongRecipe (10%)``)."""
+    if name.startswith("longrecipe_r") and name[len("longrecipe_r"):].isdigit():
+        return f"LongRecipe ({name[len('longrecipe_r'):]}%)"
+    return NAMES.get(name, name)
+
 
 LR_TAB1 = {"base": (None, None, 65.7), "flt": (82.3, 75.7, 62.2), "rpes": (71.8, 71.4, 61.4),
            "pose": (68.8, 69.9, 62.6), "longrecipe": (78.9, 74.5, 63.0)}
@@ -70,6 +79,16 @@ def long_scores(suite, name: str, p: Profile) -> tuple[float | None, float | Non
     return pct(s.niah_m(t)), pct(s.average(RULER_TASKS, t))
 
 
+def standard_error(suite, name: str, tasks: Sequence[str], length: int, part: str = "ruler") -> float | None:
+    """Binomial standard error (percent points) of the mean score over ``tasks`` at ``length``."""
+    rows = [r for r in (suite.get(name, {}).get(part) or {}).get("results", [])
+            if r["task"] in tasks and r["length"] == length]
+    if not rows:
+        return None
+    m = sum(r["score"] for r in rows) / len(rows)
+    return round(100.0 * (m * (1 - m) / len(rows)) ** 0.5, 1)
+
+
 def doable_tasks(suite, p: Profile) -> tuple[str, ...]:
     """NIAH tasks the base model does at its own window (accuracy >= ``eval.doable_threshold``)."""
     s = _s(suite, "base", "short")
@@ -106,7 +125,8 @@ def lr_tab1(suite, lm, p: Profile) -> Report:
         niah_s, loss = short_scores(suite, lm, name, p)
         if name != "base":
             ours_nm[name], ours_ru[name] = nm, ru
-        row = {"method": NAMES.get(name, name), f"NIAH(M) @{target}": _fmt(nm), f"RULER @{target}": _fmt(ru),
+        row = {"method": NAMES.get(name, name), f"NIAH(M) @{target}": _fmt(nm),
+               "NIAH(M) SE": _fmt(standard_error(suite, name, NIAH_M_ALL, target)), f"RULER @{target}": _fmt(ru),
                f"base-doable @{target}": _fmt(doable_score(suite, name, p))}
         if f:
             y, L = _s(suite, name, "yarn"), int(round(f * target))
@@ -119,6 +139,7 @@ def lr_tab1(suite, lm, p: Profile) -> Report:
             if pap else "-"
         rows.append(row)
     v1, how1 = direction_agrees(ours_nm, {k: v[0] for k, v in LR_TAB1.items() if v[0] is not None})
+    how1 += _noise(ours_nm, suite, p)
     v2, how2 = direction_agrees(ours_ru, {k: v[1] for k, v in LR_TAB1.items() if v[1] is not None})
     claim = _claim(ours_nm, ("longrecipe", "pose", "rpes"))
     caption = (f"LR-Tab1 analog at the target window {target}: NIAH(M) = mean of MK-1/2/3, MV, MQ; RULER = 13 tasks; "
@@ -133,6 +154,17 @@ def lr_tab1(suite, lm, p: Profile) -> Report:
                   ours="; ".join(f"{r['method']} {r[f'NIAH(M) @{target}']}/{r[f'RULER @{target}']}" for r in rows),
                   agrees=_combine(v1, v2),
                   note=f"NIAH(M): {how1}; RULER: {how2}. LongRecipe >= PoSE >= RPES on NIAH(M)? {claim}")
+
+
+def _noise(ours: Mapping[str, float | None], suite, p: Profile) -> str:
+    """How many of the NIAH(M) gaps between arms exceed twice their combined standard error."""
+    names = [n for n, v in ours.items() if v is not None]
+    se = {n: standard_error(suite, n, NIAH_M_ALL, p.extend.target_window) or 0.0 for n in names}
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    if not pairs:
+        return ""
+    big = sum(abs(ours[a] - ours[b]) > 2 * (se[a] ** 2 + se[b] ** 2) ** 0.5 for a, b in pairs)
+    return f" ({big}/{len(pairs)} gaps exceed 2 standard errors)"
 
 
 def _claim(ours: Mapping[str, float | None], order: Sequence[str]) -> str:
@@ -157,7 +189,7 @@ def _combine(*verdicts: str) -> str:
 def lr_tab2(suite, lm, p: Profile) -> Report:
     """Short-context stand-ins before replay, after replay and after merging with the base (Eq. 8)."""
     window = p.base.window
-    rows, ok, total = [], 0, 0
+    rows, ok, total, ok_n, total_n = [], 0, 0, 0, 0
     for name in p.longrecipe.replay_methods:
         stages = [name, f"{name}+replay", f"{name}+merge"]
         if not all(s in suite or s in lm for s in stages):
@@ -170,11 +202,18 @@ def lr_tab2(suite, lm, p: Profile) -> Report:
         pap = LR_TAB2.get(name)
         row["paper MMLU before / after replay / after merging"] = " / ".join(map(str, pap)) if pap else "-"
         rows.append(row)
-        losses = [v[1] for v in vals]
+        losses, niahs = [v[1] for v in vals], [v[0] for v in vals]
         if None not in losses:  # the paper: each stage restores general abilities (loss should fall)
             total += 2
             ok += (losses[1] <= losses[0]) + (losses[2] <= losses[1])
-    agrees = "n/a" if not total else "yes" if ok == total else "no" if ok == 0 else "partly"
+        if None not in niahs:  # ... and short-window NIAH should rise
+            total_n += 2
+            ok_n += (niahs[1] >= niahs[0]) + (niahs[2] >= niahs[1])
+
+    def verdict(k: int, n: int) -> str:
+        return "n/a" if not n else "yes" if k == n else "no" if k == 0 else "partly"
+
+    agrees = _combine(verdict(ok, total), verdict(ok_n, total_n))
     base_loss = lm.get("base", {}).get("loss")
     caption = (f"LR-Tab2 analog: short-context stand-ins for general abilities (LM loss on corpus windows of {window} "
                f"tokens, lower is better; NIAH average at {window}) after extension, after pretraining-data replay "
@@ -186,7 +225,8 @@ def lr_tab2(suite, lm, p: Profile) -> Report:
                                "caption": caption}],
                   ours="; ".join(f"{r['method']} loss " + " -> ".join(str(r[k]) for k in r if k.startswith("LM loss"))
                                  for r in rows),
-                  agrees=agrees, note=f"LM loss falls at each stage (as MMLU rises in the paper) on {ok}/{total} steps")
+                  agrees=agrees, note=f"as MMLU rises at each stage in the paper: LM loss falls on {ok}/{total} steps, "
+                                      f"NIAH @{window} rises (or holds) on {ok_n}/{total_n} steps")
 
 
 def lr_tab3(suite, p: Profile) -> Report:
@@ -222,9 +262,10 @@ def _long_table(target_id: str, arms: Sequence[str], paper: Mapping[str, Any], s
         nm_ours[name], ru_ours[name] = nm, ru
         pap = paper.get(name)
         rows.append({"method": (names or NAMES).get(name, name), f"NIAH(M) @{target}": _fmt(nm),
-                     f"RULER @{target}": _fmt(ru), f"base-doable @{target}": _fmt(doable_score(suite, name, p)),
+                     "NIAH(M) SE": _fmt(standard_error(suite, name, NIAH_M_ALL, target)), f"RULER @{target}": _fmt(ru), f"base-doable @{target}": _fmt(doable_score(suite, name, p)),
                      "paper NIAH(M) / RULER (Llama3-8B-I 80K)": f"{pap[0]} / {pap[1]}" if pap else "-"})
     v1, how1 = direction_agrees(nm_ours, {k: v[0] for k, v in paper.items() if v})
+    how1 += _noise(nm_ours, suite, p)
     v2, how2 = direction_agrees(ru_ours, {k: v[1] for k, v in paper.items() if v})
     note = f"NIAH(M): {how1}; RULER: {how2}"
     if claim_order:
@@ -274,7 +315,7 @@ def cost_rows(runs: Mapping[str, Mapping[str, Any]], reference: str = "flt") -> 
     ref = runs.get(reference)
     rows = []
     for name, r in runs.items():
-        row = {"method": NAMES.get(name, name), "seconds/step (compute)": round(r["seconds_per_step"], 4),
+        row = {"method": display(name), "seconds/step (compute)": round(r["seconds_per_step"], 4),
                "data seconds/step": round(r["data_seconds_per_step"], 4) if "data_seconds_per_step" in r else "-",
                "tokens/step": round(r["tokens_per_step"], 1), "GFLOPs/step": round(r["flops_per_step"] / 1e9, 3)}
         for key, col in (("seconds_per_step", "time vs FLT"), ("tokens_per_step", "tokens vs FLT"),

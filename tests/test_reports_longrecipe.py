@@ -37,6 +37,8 @@ def test_lr_tab1_numbers_columns_and_order_verdict():
     lr = rows["LongRecipe"]
     assert lr["NIAH(M) @1024"] == 60.0
     assert lr["RULER @1024"] == round(100 * (5 * 0.6 + 8 * 0.5) / 13, 1) == 53.8
+    assert lr["NIAH(M) SE"] == round(100 * (0.6 * 0.4 / 10) ** 0.5, 1) == 15.5  # 5 tasks x 2 examples
+    assert "gaps exceed 2 standard errors" in rep.note
     assert lr["base-doable @1024"] == 50.0  # the base does only S-1 (1.0 >= 0.3; the rest 0.25)
     assert "base-doable = mean over the tasks the base model does at its window (niah_single_1)" in \
         rep.tables[0]["caption"]
@@ -61,7 +63,8 @@ def test_lr_tab2_stages_and_verdict():
     assert row["LM loss @256 before replay"] == 3.0 and row["LM loss @256 after merging"] == 2.7
     assert row["NIAH @256 after replay"] == 75.0
     assert row["paper MMLU before / after replay / after merging"] == "58.1 / 60.7 / 62.6"
-    assert rep.agrees == "partly" and "1/2 steps" in rep.note  # replay helped, merging did not
+    assert rep.agrees == "partly" and "LM loss falls on 1/2 steps" in rep.note  # replay helped, merging did not
+    assert "NIAH @256 rises (or holds) on 2/2 steps" in rep.note
     assert "Base model LM loss: 2.0" in rep.tables[0]["caption"]
 
 
