@@ -238,7 +238,8 @@ class LongRecipeConfig:
     yarn_samples: int = 3
     """Examples per cell of the YaRN 2x column of LR-Tab1."""
     short_lm_windows: int = 64
-    """Corpus windows at the base window whose LM loss stands in for general abilities."""
+    """Windows of the base window whose LM loss stands in for general abilities (held-out stdlib test
+    modules; corpus windows when Python ships without its tests)."""
     general_benchmarks: tuple[str, ...] = ()
     """lm-evaluation-harness tasks for general abilities (paper: mmlu, gsm8k, humaneval; empty: stand-ins)."""
 

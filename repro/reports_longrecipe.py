@@ -108,6 +108,12 @@ def short_scores(suite, lm: Mapping[str, Mapping], name: str, p: Profile) -> tup
     return pct(s.average(NIAH_TASKS, p.base.window)), (round(rec["loss"], 4) if rec else None)
 
 
+def _lm_source(lm: Mapping[str, Mapping]) -> str:
+    """Where the LM-loss windows came from (held out or not), from the records."""
+    sources = sorted({r.get("source", "corpus windows") for r in lm.values()})
+    return "; ".join(sources) or "no LM-loss records"
+
+
 def _fmt(x: float | None) -> float | str:
     """An already-scaled number, or ``n/a``."""
     return "n/a" if x is None else x
@@ -147,7 +153,8 @@ def lr_tab1(suite, lm, p: Profile) -> Report:
                f"({', '.join(doable_tasks(suite, p)) or 'none'}) "
                f"({p.longrecipe.eval_samples} examples x {len(p.eval.suite_depths)} depths per task). MMLU/GSM8K/"
                f"HumanEval cannot run on a tiny model: NIAH at the base window and the LM loss on "
-               f"{p.longrecipe.short_lm_windows} corpus windows of {window} tokens stand in for general abilities. "
+               f"{p.longrecipe.short_lm_windows} windows of {window} tokens ({_lm_source(lm)}) stand in for general "
+               f"abilities. "
                f"Scale: {scale_note(p)}.")
     return Report("LR-Tab1", [{"name": "LR-Tab1", "rows": rows, "columns": list(rows[0]) if rows else [],
                                "caption": caption}],
@@ -215,8 +222,8 @@ def lr_tab2(suite, lm, p: Profile) -> Report:
 
     agrees = _combine(verdict(ok, total), verdict(ok_n, total_n))
     base_loss = lm.get("base", {}).get("loss")
-    caption = (f"LR-Tab2 analog: short-context stand-ins for general abilities (LM loss on corpus windows of {window} "
-               f"tokens, lower is better; NIAH average at {window}) after extension, after pretraining-data replay "
+    caption = (f"LR-Tab2 analog: short-context stand-ins for general abilities (LM loss on windows of {window} "
+               f"tokens, {_lm_source(lm)}, lower is better; NIAH average at {window}) after extension, after pretraining-data replay "
                f"({p.longrecipe.replay_token_fraction:.1%} of the extension tokens at "
                f"{p.longrecipe.replay_lr_ratio:g} x the learning rate) and after merging with the base model "
                f"(lambda = {p.longrecipe.merge_lambdas}). Base model LM loss: "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from repro.data.corpus import Document, iter_source, manifest
+from repro.data.corpus import Document, iter_heldout_code, iter_source, manifest
 from repro.data.synthetic import CorpusRows
 from repro.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from repro.io import atomic_dir, atomic_write_json, atomic_write_text, config_hash, read_json, read_jsonl
@@ -496,13 +496,32 @@ def run_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", f
             for part, kw in suite_plan(p, name, rope_theta=theta).items()}
 
 
+def short_lm_windows(p: Profile, run_dir: str | Path = "runs") -> tuple[list[np.ndarray], str]:
+    """Windows of ``base.window`` tokens for the short-window LM loss, and where they come from.
+
+    Held out when possible: the first window of each of ``longrecipe.short_lm_windows`` stdlib
+    test modules (never in the corpus). Without Python's test suite: corpus windows drawn with
+    a fixed seed (seen in training; labelled so).
+    """
+    n, w = p.longrecipe.short_lm_windows, p.base.window
+    tok = get_tokenizer(p, run_dir)
+    windows = []
+    for doc in iter_heldout_code(4 * n):
+        ids = tok(doc.text).input_ids
+        if len(ids) >= w:
+            windows.append(np.asarray(ids[:w], dtype=np.int64))
+        if len(windows) == n:
+            return windows, "held out: stdlib test modules (not in the corpus)"
+    rows = build_corpus(p, run_dir).rows()
+    rng = np.random.default_rng(4242)
+    return [rows.segment(rng, w, whole=True).tokens for _ in range(n)], "corpus windows (seen in training)"
+
+
 def short_lm_loss(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False) -> dict:
     """Short-window language-modelling loss: the stand-in for general abilities (LongRecipe Tab. 1-2).
 
-    ``longrecipe.short_lm_windows`` corpus windows of ``base.window`` tokens (fixed seed, every
-    non-synthetic source) scored by the named checkpoint; returns ``{"loss", "windows", "tokens"}``
-    (mean next-token cross-entropy, nats). The tiny corpus has no held-out split: this measures how
-    much of the pretraining distribution survives extension, not generalisation to unseen text.
+    Mean next-token cross-entropy (nats) of the named checkpoint on :func:`short_lm_windows`;
+    returns ``{"loss", "windows", "tokens", "window", "source"}``.
     """
     import torch
 
@@ -511,22 +530,21 @@ def short_lm_loss(profile: Profile | str, name: str, run_dir: str | Path = "runs
     p = _profile(profile)
     ckpt = checkpoint_path(p, name, run_dir)
     n, w = p.longrecipe.short_lm_windows, p.base.window
-    out = Path(run_dir) / p.name / "eval" / f"lmloss-{name}-{config_hash({'ckpt': str(ckpt), 'n': n, 'w': w})}.json"
+    key = config_hash({"ckpt": str(ckpt), "n": n, "w": w, "v": 2})
+    out = Path(run_dir) / p.name / "eval" / f"lmloss-{name}-{key}.json"
     if out.exists() and not force:
         return read_json(out)
-    rows = build_corpus(p, run_dir).rows()
-    rng = np.random.default_rng(4242)
-    segs = [rows.segment(rng, w, whole=True) for _ in range(n)]
+    windows, source = short_lm_windows(p, run_dir)
     model = load_model(ckpt).eval()
     total, count = 0.0, 0
     with torch.no_grad():
-        for seg in segs:
-            ids = torch.as_tensor(seg.tokens[None])
+        for toks in windows:
+            ids = torch.as_tensor(toks[None])
             logits = forward(model, ids).logits[0, :-1].float()
-            loss = torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum")
-            total += float(loss)
+            total += float(torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum"))
             count += ids.shape[1] - 1
-    rec = {"checkpoint": str(ckpt), "loss": total / count, "windows": n, "tokens": count, "window": w}
+    rec = {"checkpoint": str(ckpt), "loss": total / count, "windows": len(windows), "tokens": count, "window": w,
+           "source": source}
     atomic_write_json(out, rec)
     return rec
 

@@ -113,6 +113,7 @@ def test_replay_resumes_from_the_extension_and_merge_follows_eq8(run):
 def test_short_lm_loss_and_lr_grid(run):
     rec = stages.short_lm_loss(P, "flt", run)
     assert rec["windows"] == P.longrecipe.short_lm_windows and rec["tokens"] == rec["windows"] * (P.base.window - 1)
+    assert rec["source"].startswith(("held out", "corpus windows"))
     assert 0 < rec["loss"] < np.log(len(stages.get_tokenizer(P, run))) + 2
     suite = stages.run_lr_suite(P, "longrecipe", run, progress=False)
     assert set(suite) == {"ruler", "short", "yarn"}

@@ -53,6 +53,29 @@ def _is_test_path(p: Path) -> bool:
     return any(part in ("test", "tests") or part.startswith("test_") for part in p.parts)
 
 
+def iter_heldout_code(limit: int, seed: int = 0) -> list[Document]:
+    """Up to ``limit`` stdlib test modules (``test/test_*.py``), in a seeded order.
+
+    The ``code`` and ``prose`` sources leave the test package out, so these files are
+    held-out text from the code distribution (e.g. for a short-window LM loss). Returns
+    ``[]`` when the interpreter ships without its test suite (some Linux packages split it).
+    """
+    import random
+
+    root = stdlib_dir() / "test"
+    files = sorted(root.glob("test_*.py")) if root.is_dir() else []
+    random.Random(seed).shuffle(files)
+    docs = []
+    for f in files:
+        try:
+            docs.append(Document(f.read_text(encoding="utf-8"), "heldout", f.name))
+        except (UnicodeDecodeError, OSError):
+            continue
+        if len(docs) >= limit:
+            break
+    return docs
+
+
 def iter_code(max_bytes: int | None = None) -> Iterator[Document]:
     """Stdlib packages, each concatenated into one document (ProLong §3.1's repository documents)."""
     root = stdlib_dir()

@@ -44,3 +44,16 @@ def test_manifest_totals_and_hashes():
     assert m["total"] == {"documents": 3, "bytes": 6, "tokens": 6}
     assert m["sources"]["prose"]["documents"] == 2 and m["sources"]["prose"]["longest_tokens"] == 2
     assert m["sources"]["code"]["sha256"] != manifest([Document("abd", "code", "x")])["sources"]["code"]["sha256"]
+
+
+def test_heldout_code_is_left_out_of_the_corpus():
+    from repro.data.corpus import iter_heldout_code
+
+    held = iter_heldout_code(3, seed=1)
+    if not held:
+        pytest.skip("this Python ships without its test suite")
+    assert held == iter_heldout_code(3, seed=1) and all(d.name.startswith("test_") for d in held)
+    code = "\n".join(d.text for d in iter_code())
+    assert "# file: test/" not in code
+    for d in held:
+        assert f"# file: test/{d.name}" not in code and d.text[:2000] not in code
