@@ -248,19 +248,27 @@ def direction_agrees(ours: Mapping[str, float | None], paper: Mapping[str, float
     """Does the order of our checkpoints match the paper's? ``(verdict, how)``.
 
     With two or more checkpoints that have a paper number: ``yes`` when every
-    pair is ordered as in the paper, ``no`` when none is, ``partly`` otherwise.
+    pair is ordered as in the paper, ``no`` when none is, ``partly`` otherwise;
+    pairs tied in our run are left out (and counted in the note), ``n/a`` when all are.
     With fewer: ``fallback = (hi, lo)`` checks ours[hi] > ours[lo] (the
     extended model beats the base at the target, implicit in every paper).
     """
     common = [n for n in paper if paper[n] is not None and ours.get(n) is not None]
     pairs = [(a, b) for a, b in combinations(common, 2) if paper[a] != paper[b]]
     if pairs:
-        ok = sum((ours[a] - ours[b]) * (paper[a] - paper[b]) > 0 for a, b in pairs)
-        verdict = "yes" if ok == len(pairs) else "no" if ok == 0 else "partly"
-        return verdict, f"order of {', '.join(common)} as in the paper on {ok}/{len(pairs)} pairs"
+        ordered = [(a, b) for a, b in pairs if ours[a] != ours[b]]
+        ties = len(pairs) - len(ordered)
+        tie_note = f"; {ties} tied pair(s) left out" if ties else ""
+        if not ordered:
+            return "n/a", f"every pair of {', '.join(common)} is tied in our run"
+        ok = sum((ours[a] - ours[b]) * (paper[a] - paper[b]) > 0 for a, b in ordered)
+        verdict = "yes" if ok == len(ordered) else "no" if ok == 0 else "partly"
+        return verdict, f"order of {', '.join(common)} as in the paper on {ok}/{len(ordered)} pairs{tie_note}"
     hi, lo = fallback
     if ours.get(hi) is None or ours.get(lo) is None:
         return "n/a", f"needs {hi} and {lo} (or two checkpoints with paper numbers)"
+    if ours[hi] == ours[lo]:
+        return "n/a", f"one paper method present; {hi} and {lo} are tied"
     return ("yes" if ours[hi] > ours[lo] else "no"), f"one paper method present; checked {hi} > {lo}"
 
 

@@ -145,7 +145,10 @@ def test_direction_agrees():
     assert reports.direction_agrees({"flt": 0.9, "rpes": 0.3, "pose": 0.4}, paper) == \
         ("partly", "order of flt, rpes, pose as in the paper on 2/3 pairs")
     assert reports.direction_agrees({"flt": 0.5, "base": 0.1}, paper)[0] == "yes"
-    assert reports.direction_agrees({"flt": 0.1, "base": 0.1}, paper)[0] == "no"
+    assert reports.direction_agrees({"flt": 0.1, "base": 0.1}, paper)[0] == "n/a"  # a tie says nothing
+    assert reports.direction_agrees({"flt": 0.9, "rpes": 0.4, "pose": 0.4}, paper) == \
+        ("yes", "order of flt, rpes, pose as in the paper on 2/2 pairs; 1 tied pair(s) left out")
+    assert reports.direction_agrees({"flt": 0.4, "rpes": 0.4, "pose": 0.4}, paper)[0] == "n/a"
     assert reports.direction_agrees({"flt": 0.5}, paper)[0] == "n/a"
 
 
