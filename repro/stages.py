@@ -366,10 +366,11 @@ def train_replay(profile: Profile | str, method: str, run_dir: str | Path = "run
     e = p.extend
     cfg = TrainConfig(max_steps=steps, lr=e.lr * p.longrecipe.replay_lr_ratio, warmup_steps=0, schedule="cosine",
                       min_lr_ratio=0.1, grad_clip=e.grad_clip, bf16=e.bf16, checkpoint_every=0, seed=b.seed)
-    final = Trainer(model, m, cfg, out, progress=progress).train()
-    tok.save_pretrained(final)
+    out.mkdir(parents=True, exist_ok=True)  # the plan is written first, so a finished stage always has it
     atomic_write_json(out / "replay.json", {"from": str(ext), "steps": steps, "lr": cfg.lr,
                                             "extension_tokens": extension_tokens(ext)})
+    final = Trainer(model, m, cfg, out, progress=progress).train()
+    tok.save_pretrained(final)
     return final
 
 
