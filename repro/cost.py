@@ -36,10 +36,11 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
     from repro import stages
     from repro.methods import extension_spec
     from repro.models import load_model, n_params
+    from repro.profiles import get_profile
     from repro.reports_longrecipe import step_flops
     from repro.train import clm_step, get_method
 
-    p = stages._profile(profile)
+    p = get_profile(profile) if isinstance(profile, str) else profile
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps={steps}, warmup={warmup}; allowed: steps >= 1, warmup >= 0")
     e = p.extend
