@@ -38,27 +38,23 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
     from repro.models import load_model, n_params
     from repro.profiles import get_profile
     from repro.reports_longrecipe import step_flops
-    from repro.train import clm_step, get_method
+    from repro.train import clm_step
 
     p = get_profile(profile) if isinstance(profile, str) else profile
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps={steps}, warmup={warmup}; allowed: steps >= 1, warmup >= 0")
     e = p.extend
     base = load_model(stages.train_base(p, run_dir, progress=progress), attn_implementation=p.model.attn_implementation)
-    corpus = stages.build_corpus(p, run_dir)
     tok = stages.get_tokenizer(p, run_dir)
+    rows = stages.build_corpus(p, run_dir).rows()
+    anchors = stages.impactful_tokens(p, run_dir, progress=progress)["anchors"] \
+        if any(extension_spec(a).selection == "anchors" for a in arms) else None
     setups = {}
     for arm in arms:
-        spec = extension_spec(arm)
-        anchors = stages.impactful_tokens(p, run_dir, progress=progress)["anchors"] if spec.selection == "anchors" \
-            else None
-        n = spec.resolve_len(e.target_window, p.longrecipe.sample_ratio)
-        m = get_method("extension", name=arm, spec=spec, target=e.target_window, batch_size=e.batch_size,
-                       retrieval_fraction=e.retrieval_fraction, tokenizer=tok, corpus=corpus.rows(), seed=e.seed + 99,
-                       context_weight=e.context_weight, train_tasks=e.train_tasks, sample_len=n, anchors=anchors)
+        m = stages.extension_method(p, arm, tok, rows, anchors, seed=e.seed + 99)
         model = copy.deepcopy(base).train()
         opt = torch.optim.AdamW(model.parameters(), lr=e.lr)
-        setups[arm] = (m, model, opt, n)
+        setups[arm] = (m, model, opt, m.sample_len)
     times: dict[str, list[float]] = {a: [] for a in arms}
     data: dict[str, list[float]] = {a: [] for a in arms}
     tokens: dict[str, list[int]] = {a: [] for a in arms}

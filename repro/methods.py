@@ -249,6 +249,7 @@ def sentence_end_table(tokenizer) -> np.ndarray:
 def _transform(name: str, sentence_ends: np.ndarray | None):
     """A position transform ``f(tokens, target, rng, **params) -> positions`` from :mod:`repro.positions`."""
     from repro import positions
+    from repro.selection import sentence_bounds
 
     fn = positions.get_transform(name)
     kind = positions.TRANSFORM_INFO[name].kind
@@ -261,8 +262,7 @@ def _transform(name: str, sentence_ends: np.ndarray | None):
     def call(tokens: np.ndarray, target: int, rng: np.random.Generator, starts: np.ndarray | None = None,
              **params):
         if starts is None and sentence_ends is not None:
-            ends = sentence_ends[tokens]
-            starts = np.concatenate([[0], np.flatnonzero(ends[:-1]) + 1]).astype(np.int64)
+            starts = sentence_bounds(sentence_ends[tokens])[:, 0]
         sample = positions.PositionSample(n=len(tokens), token_ids=tuple(int(t) for t in tokens),
                                           sentence_starts=None if starts is None else tuple(int(x) for x in starts))
         return fn(sample, target, rng, **params)

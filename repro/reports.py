@@ -243,6 +243,11 @@ def _doable_caption(suite, p: Profile, tasks: Sequence[str]) -> str:
 
 
 # -- agreement -----------------------------------------------------------------------------------
+def count_verdict(ok: int, total: int) -> str:
+    """``yes`` when all ``total`` checks hold, ``no`` when none does, ``partly`` otherwise (``n/a``: none made)."""
+    return "n/a" if not total else "yes" if ok == total else "no" if ok == 0 else "partly"
+
+
 def direction_agrees(ours: Mapping[str, float | None], paper: Mapping[str, float | None],
                      fallback: tuple[str, str] = PAPER_VS_BASELINE) -> tuple[str, str]:
     """Does the order of our checkpoints match the paper's? ``(verdict, how)``.
@@ -262,8 +267,7 @@ def direction_agrees(ours: Mapping[str, float | None], paper: Mapping[str, float
         if not ordered:
             return "n/a", f"every pair of {', '.join(common)} is tied in our run"
         ok = sum((ours[a] - ours[b]) * (paper[a] - paper[b]) > 0 for a, b in ordered)
-        verdict = "yes" if ok == len(ordered) else "no" if ok == 0 else "partly"
-        return verdict, f"order of {', '.join(common)} as in the paper on {ok}/{len(ordered)} pairs{tie_note}"
+        return count_verdict(ok, len(ordered)), f"order of {', '.join(common)} as in the paper on {ok}/{len(ordered)} pairs{tie_note}"
     hi, lo = fallback
     if ours.get(hi) is None or ours.get(lo) is None:
         return "n/a", f"needs {hi} and {lo} (or two checkpoints with paper numbers)"

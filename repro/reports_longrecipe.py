@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from repro.profiles import Profile
-from repro.reports import NIAH_M_TASKS, NIAH_TASKS, Report, Scores, direction_agrees, pct, scale_note, yarn_rope
+from repro.reports import NIAH_M_TASKS, NIAH_TASKS, Report, Scores, count_verdict, direction_agrees, pct, \
+    scale_note, yarn_rope
 from repro.tasks.summary import RULER_TASKS
 
 NIAH_M_ALL = tuple(NIAH_M_TASKS)
@@ -131,7 +132,7 @@ def lr_tab1(suite, lm, p: Profile) -> Report:
         niah_s, loss = short_scores(suite, lm, name, p)
         if name != "base":
             ours_nm[name], ours_ru[name] = nm, ru
-        row = {"method": NAMES.get(name, name), f"NIAH(M) @{target}": _fmt(nm),
+        row = {"method": display(name), f"NIAH(M) @{target}": _fmt(nm),
                "NIAH(M) SE": _fmt(standard_error(suite, name, NIAH_M_ALL, target)), f"RULER @{target}": _fmt(ru),
                f"base-doable @{target}": _fmt(doable_score(suite, name, p))}
         if f:
@@ -202,7 +203,7 @@ def lr_tab2(suite, lm, p: Profile) -> Report:
         if not all(s in suite or s in lm for s in stages):
             continue
         vals = [short_scores(suite, lm, s, p) for s in stages]
-        row = {"method": NAMES.get(name, name)}
+        row = {"method": display(name)}
         for label, (niah, loss) in zip(("before replay", "after replay", "after merging"), vals):
             row[f"LM loss @{window} {label}"] = _fmt(loss)
             row[f"NIAH @{window} {label}"] = _fmt(niah)
@@ -217,10 +218,7 @@ def lr_tab2(suite, lm, p: Profile) -> Report:
             total_n += 2
             ok_n += (niahs[1] >= niahs[0]) + (niahs[2] >= niahs[1])
 
-    def verdict(k: int, n: int) -> str:
-        return "n/a" if not n else "yes" if k == n else "no" if k == 0 else "partly"
-
-    agrees = _combine(verdict(ok, total), verdict(ok_n, total_n))
+    agrees = _combine(count_verdict(ok, total), count_verdict(ok_n, total_n))
     base_loss = lm.get("base", {}).get("loss")
     caption = (f"LR-Tab2 analog: short-context stand-ins for general abilities (LM loss on windows of {window} "
                f"tokens, {_lm_source(lm)}, lower is better; NIAH average at {window}) after extension, after pretraining-data replay "
@@ -268,7 +266,7 @@ def _long_table(target_id: str, arms: Sequence[str], paper: Mapping[str, Any], s
         nm, ru = long_scores(suite, name, p)
         nm_ours[name], ru_ours[name] = nm, ru
         pap = paper.get(name)
-        rows.append({"method": (names or NAMES).get(name, name), f"NIAH(M) @{target}": _fmt(nm),
+        rows.append({"method": (names or {}).get(name) or display(name), f"NIAH(M) @{target}": _fmt(nm),
                      "NIAH(M) SE": _fmt(standard_error(suite, name, NIAH_M_ALL, target)), f"RULER @{target}": _fmt(ru), f"base-doable @{target}": _fmt(doable_score(suite, name, p)),
                      "paper NIAH(M) / RULER (Llama3-8B-I 80K)": f"{pap[0]} / {pap[1]}" if pap else "-"})
     v1, how1 = direction_agrees(nm_ours, {k: v[0] for k, v in paper.items() if v})
@@ -349,9 +347,7 @@ def lr_fig3(analysis, tokenizer, p: Profile, top_anchors: int = 30) -> tuple[dic
     tags, freq, edges = ta.pos_frequency_by_position(analysis.selected, analysis.tags, p.longrecipe.pos_bins)
     base = ta.pos_base_rate(analysis.tags)
     arr = np.asarray(analysis.tags, dtype=str)
-    sel = arr[analysis.selected]
-    names, counts = np.unique(sel, return_counts=True)
-    top = {str(n): float(c) / sel.size for n, c in zip(names, counts)}
+    top = ta.pos_base_rate(arr[analysis.selected].tolist())
     order = sorted(top, key=top.get, reverse=True)
     pos_rows = [{"POS": t, "share among top tokens": round(top[t], 4), "share among all tokens": round(base[t], 4),
                  "enrichment": round(top[t] / base[t], 2), "paper (Fig. 3, approx.)": LR_FIG3.get(t, "-")}

@@ -205,7 +205,7 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     """Extend the base model to the target window with a named method; returns ``final``."""
     from repro.methods import extension_spec
     from repro.models import load_model, rope_parameters
-    from repro.train import Trainer, TrainConfig, get_method
+    from repro.train import Trainer, TrainConfig
 
     p = _profile(profile)
     spec = extension_spec(method)
@@ -226,16 +226,28 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     model = load_model(base, rope=rope, attn_implementation=p.model.attn_implementation)
     corpus = build_corpus(p, run_dir)
     tok = load_tokenizer(corpus.path / "tokenizer")
-    m = get_method("extension", name=method, spec=spec, target=e.target_window,
-                   batch_size=e.batch_size, retrieval_fraction=e.retrieval_fraction, tokenizer=tok,
-                   corpus=corpus.rows(), seed=e.seed, context_weight=e.context_weight, train_tasks=e.train_tasks,
-                   sample_len=spec.resolve_len(e.target_window, p.longrecipe.sample_ratio), anchors=anchors)
+    m = extension_method(p, method, tok, corpus.rows(), anchors)
     cfg = TrainConfig(max_steps=e.steps, lr=e.lr, warmup_steps=e.warmup_steps, schedule="cosine",
                       min_lr_ratio=e.min_lr_ratio, grad_clip=e.grad_clip, bf16=e.bf16,
                       checkpoint_every=e.checkpoint_every, seed=e.seed)
     final = Trainer(model, m, cfg, out, progress=progress).train()
     tok.save_pretrained(final)
     return final
+
+
+def extension_method(p: Profile, method: str, tokenizer, corpus_rows: CorpusRows, anchors: np.ndarray | None = None,
+                     seed: int | None = None):
+    """The :class:`repro.methods.Extension` of a named arm with the profile's settings (``seed``
+    overrides ``extend.seed``); ``anchors`` are needed by arms that select anchor sentences."""
+    from repro.methods import extension_spec
+    from repro.train import get_method
+
+    spec, e = extension_spec(method), p.extend
+    return get_method("extension", name=method, spec=spec, target=e.target_window, batch_size=e.batch_size,
+                      retrieval_fraction=e.retrieval_fraction, tokenizer=tokenizer, corpus=corpus_rows,
+                      seed=e.seed if seed is None else seed, context_weight=e.context_weight,
+                      train_tasks=e.train_tasks, sample_len=spec.resolve_len(e.target_window, p.longrecipe.sample_ratio),
+                      anchors=anchors)
 
 
 def extension_arms(profile: Profile | str) -> tuple[str, ...]:
@@ -298,8 +310,8 @@ def impactful_tokens(profile: Profile | str, run_dir: str | Path = "runs", force
                          tagger=ta.load_tagger(), progress=progress, enrichment=lr.anchor_enrichment,
                          min_count=lr.anchor_min_count, max_types=lr.max_anchor_types)
         with atomic_dir(out) as tmp:
-            np.savez_compressed(tmp / "analysis.npz", samples=res.samples, changes=res.changes, selected=res.selected, delta=res.delta,
-                                counts=res.counts, anchors=res.anchors)
+            np.savez_compressed(tmp / "analysis.npz", samples=res.samples, changes=res.changes,
+                                selected=res.selected, delta=res.delta, counts=res.counts, anchors=res.anchors)
             atomic_write_json(tmp / "tags.json", res.tags)
             atomic_write_json(tmp / "summary.json", {
                 "anchors": [int(a) for a in res.anchors],
@@ -339,6 +351,20 @@ def replay_steps(p: Profile, ext_tokens: int) -> int:
     return max(1, int(round(p.longrecipe.replay_token_fraction * ext_tokens / per_step)))
 
 
+def replay_method(p: Profile, tokenizer, corpus: Corpus):
+    """The replay data stream: the base curriculum's last stage (retrieval, copy and corpus rows at the
+    base window), ``extend.batch_size`` base windows of retrieval per step, its own seed."""
+    from repro.train import get_method
+
+    b = replace(p.base, seed=p.base.seed + 7919, tokens_per_step=p.extend.batch_size * p.base.window)
+    m = get_method("base_curriculum", cfg=b, tokenizer=tokenizer, corpus=corpus.rows(weight=b.lm_weight),
+                   vocab_size=len(tokenizer))
+    m.load_state_dict({**m.state_dict(), "phase": "retrieval", "level": len(b.retrieval_lengths) - 1,
+                       "final_left": -1})
+    m.name = "replay"
+    return m
+
+
 def train_replay(profile: Profile | str, method: str, run_dir: str | Path = "runs", force: bool = False,
                  progress: bool = True) -> Path:
     """LongRecipe §4.3 pretraining-data replay: continue an extension checkpoint on the base model's
@@ -346,7 +372,7 @@ def train_replay(profile: Profile | str, method: str, run_dir: str | Path = "run
     window) at ``replay_lr_ratio`` x the extension learning rate, for ``replay_token_fraction`` of its
     tokens. Returns ``final``."""
     from repro.models import load_model
-    from repro.train import Trainer, TrainConfig, get_method
+    from repro.train import Trainer, TrainConfig
 
     p = _profile(profile)
     out = stage_dir(run_dir, p, f"replay-{method}", replay_key(p, method))
@@ -357,15 +383,10 @@ def train_replay(profile: Profile | str, method: str, run_dir: str | Path = "run
     model = load_model(ext, attn_implementation=p.model.attn_implementation)
     corpus = build_corpus(p, run_dir)
     tok = load_tokenizer(corpus.path / "tokenizer")
-    b = replace(p.base, seed=p.base.seed + 7919, tokens_per_step=p.extend.batch_size * p.base.window)
-    m = get_method("base_curriculum", cfg=b, tokenizer=tok, corpus=corpus.rows(weight=b.lm_weight),
-                   vocab_size=len(tok))
-    m.load_state_dict({**m.state_dict(), "phase": "retrieval", "level": len(b.retrieval_lengths) - 1,
-                       "final_left": -1})
-    m.name = "replay"
+    m = replay_method(p, tok, corpus)
     e = p.extend
     cfg = TrainConfig(max_steps=steps, lr=e.lr * p.longrecipe.replay_lr_ratio, warmup_steps=0, schedule="cosine",
-                      min_lr_ratio=0.1, grad_clip=e.grad_clip, bf16=e.bf16, checkpoint_every=0, seed=b.seed)
+                      min_lr_ratio=0.1, grad_clip=e.grad_clip, bf16=e.bf16, checkpoint_every=0, seed=m.cfg.seed)
     out.mkdir(parents=True, exist_ok=True)  # the plan is written first, so a finished stage always has it
     atomic_write_json(out / "replay.json", {"from": str(ext), "steps": steps, "lr": cfg.lr,
                                             "extension_tokens": extension_tokens(ext)})
@@ -385,13 +406,12 @@ def merge_replayed(profile: Profile | str, method: str, run_dir: str | Path = "r
     from repro.merging import merge_checkpoints
 
     p = _profile(profile)
-    out = stage_dir(run_dir, p, f"merge-{method}", merge_key(p, method)) / "final"
-    if force and out.exists():
-        shutil.rmtree(out)
-    if out.exists():
-        return out
+    out = stage_dir(run_dir, p, f"merge-{method}", merge_key(p, method))
+    if (done := _finished(out, force)) is not None:
+        return done
     replayed = train_replay(p, method, run_dir, progress=progress)
-    return merge_checkpoints(train_base(p, run_dir, progress=progress), replayed, out, p.longrecipe.merge_lambdas)
+    return merge_checkpoints(train_base(p, run_dir, progress=progress), replayed, out / "final",
+                             p.longrecipe.merge_lambdas)
 
 
 def checkpoint_path(profile: Profile | str, name: str, run_dir: str | Path = "runs") -> Path:
@@ -491,10 +511,15 @@ def run_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", f
     from repro.reports import suite_plan
 
     p = _profile(profile)
-    theta = checkpoint_rope_theta(p, name, run_dir)
-    return {part: evaluate_checkpoint(p, name, run_dir=run_dir, force=force, progress=progress, record=True,
-                                      **kw)
-            for part, kw in suite_plan(p, name, rope_theta=theta).items()}
+    return _run_plan(p, name, suite_plan(p, name, rope_theta=checkpoint_rope_theta(p, name, run_dir)), run_dir,
+                     force, progress)
+
+
+def _run_plan(p: Profile, name: str, plan: dict[str, dict], run_dir: str | Path, force: bool,
+              progress: bool) -> dict[str, dict]:
+    """Evaluate every part of a plan (part -> ``evaluate_checkpoint`` kwargs); part -> cached record."""
+    return {part: evaluate_checkpoint(p, name, run_dir=run_dir, force=force, progress=progress, record=True, **kw)
+            for part, kw in plan.items()}
 
 
 def short_lm_windows(p: Profile, run_dir: str | Path = "runs") -> tuple[list[np.ndarray], str]:
@@ -508,7 +533,9 @@ def short_lm_windows(p: Profile, run_dir: str | Path = "runs") -> tuple[list[np.
     tok = get_tokenizer(p, run_dir)
     windows = []
     for doc in iter_heldout_code(4 * n):
-        ids = tok(doc.text).input_ids
+        ids = tok(doc.text[:16 * w]).input_ids  # a prefix is enough for the first window (modules run to 100 KB)
+        if len(ids) < w + 16:
+            ids = tok(doc.text).input_ids
         if len(ids) >= w:
             windows.append(np.asarray(ids[:w], dtype=np.int64))
         if len(windows) == n:
@@ -563,8 +590,7 @@ def run_lr_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs"
     plan = lr_plan(p, name, checkpoint_rope_theta(p, name, run_dir), yarn=name in TAB1_ARMS)
     if "+" in name or name == "base":
         plan = {"short": plan["short"]}
-    return {part: evaluate_checkpoint(p, name, run_dir=run_dir, force=force, progress=progress, record=True, **kw)
-            for part, kw in plan.items()}
+    return _run_plan(p, name, plan, run_dir, force, progress)
 
 
 def general_abilities(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False) -> dict:

@@ -227,6 +227,16 @@ def anchor_types(samples: Sequence[Sequence[int]] | np.ndarray, changes: np.ndar
     (all when ``None``). Returns the kept ids sorted ascending (int64).
     """
     fraction = _check_fraction(fraction)
+    targets = _targets(samples, vocab_size)
+    changes = _check_changes(changes, targets.shape)
+    return _rank_anchors(targets, top_fraction_per_position(changes, fraction),
+                         delta_by_type(samples, changes, vocab_size), type_counts(samples, vocab_size), fraction,
+                         enrichment, min_count, max_types)
+
+
+def _rank_anchors(targets: np.ndarray, selected: np.ndarray, delta: np.ndarray, counts: np.ndarray, fraction: float,
+                  enrichment: float = 2.0, min_count: int = 5, max_types: int | None = None) -> np.ndarray:
+    """The anchor rule of :func:`anchor_types` on a precomputed selection, ``Δ`` and counts."""
     if isinstance(enrichment, bool) or not isinstance(enrichment, (int, float, np.integer, np.floating)) \
             or not np.isfinite(enrichment) or enrichment < 0:
         raise ValueError(f"enrichment={enrichment!r}; allowed: a finite number >= 0")
@@ -235,11 +245,7 @@ def anchor_types(samples: Sequence[Sequence[int]] | np.ndarray, changes: np.ndar
     if max_types is not None and (not isinstance(max_types, (int, np.integer)) or isinstance(max_types, bool)
                                   or max_types < 1):
         raise ValueError(f"max_types={max_types!r}; allowed: None or an integer >= 1")
-    targets = _targets(samples, vocab_size)
-    changes = _check_changes(changes, targets.shape)
-    delta = np.bincount(targets.ravel(), weights=changes.astype(np.float64).ravel(), minlength=vocab_size)
-    counts = np.bincount(targets.ravel(), minlength=vocab_size)
-    selected = top_fraction_per_position(changes, fraction)
+    vocab_size = len(delta)
     hits = np.bincount(targets[selected], minlength=vocab_size)
     rate = np.divide(hits, counts, out=np.zeros(vocab_size), where=counts > 0)
     ok = (counts >= min_count) & (delta > 0) & (rate >= enrichment * fraction)
@@ -421,12 +427,8 @@ def analyse(base: torch.nn.Module, extended: torch.nn.Module, tokenizer: Any, te
             cut = text.find("\n", last)
             part = text if cut < 0 else text[:cut]
             tags.append(token_pos(offsets[1:], part, word_spans(part, tagger)))
-    return TokenAnalysis(
-        samples=samples,
-        changes=changes,
-        selected=top_fraction_per_position(changes, fraction),
-        delta=delta_by_type(samples, changes, vocab_size),
-        counts=type_counts(samples, vocab_size),
-        anchors=anchor_types(samples, changes, vocab_size, fraction=fraction, **anchor_kw),
-        tags=tags,
-    )
+    selected = top_fraction_per_position(changes, fraction)
+    delta, counts = delta_by_type(samples, changes, vocab_size), type_counts(samples, vocab_size)
+    return TokenAnalysis(samples=samples, changes=changes, selected=selected, delta=delta, counts=counts,
+                         anchors=_rank_anchors(samples[:, 1:], selected, delta, counts, fraction, **anchor_kw),
+                         tags=tags)

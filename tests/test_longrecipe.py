@@ -1,7 +1,5 @@
 """LongRecipe end to end in the smoke profile: arms, analysis, replay, merging, short-window loss, LR grid."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
@@ -11,7 +9,7 @@ from repro import stages
 from repro.methods import EXTENSION_METHODS, ExtensionSpec, extension_spec, ratio_arm
 from repro.models import load_model
 from repro.profiles import get_profile
-from repro.train import clm_step, get_method
+from repro.train import clm_step
 
 P = get_profile("smoke")
 
@@ -93,11 +91,7 @@ def test_replay_resumes_from_the_extension_and_merge_follows_eq8(run):
     # the first replay step is taken from the extension weights: its logged loss equals the loss of the
     # extension checkpoint on the replay's first batch
     first = stages.metrics(replayed)[0]
-    tok = stages.get_tokenizer(P, run)
-    b = dataclasses.replace(P.base, seed=P.base.seed + 7919, tokens_per_step=P.extend.batch_size * P.base.window)
-    m = get_method("base_curriculum", cfg=b, tokenizer=tok, corpus=stages.build_corpus(P, run).rows(weight=b.lm_weight),
-                   vocab_size=len(tok))
-    m.load_state_dict({**m.state_dict(), "phase": "retrieval", "level": len(b.retrieval_lengths) - 1})
+    m = stages.replay_method(P, stages.get_tokenizer(P, run), stages.build_corpus(P, run))
     batch = {k: torch.as_tensor(v) for k, v in m.batch(0).items()}
     loss, _ = clm_step(load_model(ext).train(), batch, False)
     assert float(loss.detach()) == pytest.approx(first["loss"], rel=1e-5)
