@@ -9,6 +9,7 @@ named transform in :mod:`repro.positions`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,8 @@ class BaseCurriculum:
     Phase ``copy``: ``copy_rows`` rows of ``copy_row_len`` tokens. Phase ``retrieval``:
     ``tokens_per_step / L`` retrieval rows of length ``L`` plus copy rows and packed
     corpus rows; ``L`` advances through ``retrieval_lengths`` when the running
-    training exact match reaches ``advance_em``.
+    training exact match reaches ``advance_em``; after the last length, ``final_steps`` more
+    steps with the learning rate annealed to ``final_min_lr_ratio`` (:meth:`lr_scale`).
     """
 
     name = "base_curriculum"
@@ -99,6 +101,14 @@ class BaseCurriculum:
 
     def finished(self, step: int) -> bool:
         return self.state["final_left"] == 0
+
+    def lr_scale(self, step: int) -> float:
+        """1 until the final steps, then a cosine decay to ``final_min_lr_ratio`` at the last one."""
+        c, left = self.cfg, self.state["final_left"]
+        if left <= 0 or c.final_steps <= 1:
+            return 1.0
+        t = (c.final_steps - left) / (c.final_steps - 1)
+        return c.final_min_lr_ratio + (1 - c.final_min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t))
 
 
 def _weighted(seg: Segment, w: float) -> Segment:

@@ -97,6 +97,9 @@ class Method(Protocol):
 
     def load_state_dict(self, state: dict) -> None: ...
 
+    # Optional: ``lr_scale(step) -> float`` multiplies the schedule's learning rate for that
+    # step (a method whose phases are decided during training, e.g. the base curriculum's anneal).
+
 
 def weighted_clm_loss(logits: torch.Tensor, input_ids: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Weighted next-token loss averaged over weighted target tokens of the whole batch.
@@ -209,6 +212,15 @@ class Trainer:
             atomic_write_text(log, "".join(ln + "\n" for ln in lines))
 
     # -- loop ------------------------------------------------------------------------------
+    def _set_lr(self) -> float:
+        """The learning rate of this step: the schedule's, times the method's ``lr_scale`` if it has one."""
+        lr = self.cfg.lr * lr_at(self.cfg, self.step)
+        if (scale := getattr(self.method, "lr_scale", None)) is not None:
+            lr *= float(scale(self.step))
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        return lr
+
     def train(self, resume: bool = True, stop_after: int | None = None) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         final = self.out_dir / "final"
@@ -233,11 +245,12 @@ class Trainer:
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip or float("inf"))
+            lr = self._set_lr()
             self.opt.step()
             self.sched.step()
             dt = time.perf_counter() - t0
             n_tok = int(batch["input_ids"].numel())
-            metrics.update(step=self.step, lr=self.sched.get_last_lr()[0], grad_norm=float(gnorm), seconds=dt,
+            metrics.update(step=self.step, lr=lr, grad_norm=float(gnorm), seconds=dt,
                            tokens=n_tok, tokens_per_s=n_tok / max(dt, 1e-9))
             self.method.observe(self.step, metrics)
             metrics.update({f"method_{k}": v for k, v in self.method.state_dict().items()

@@ -1,5 +1,6 @@
 """Trainer: token-averaged loss, schedules, checkpoints, and exact resume after a kill."""
 
+import json
 import math
 
 import numpy as np
@@ -65,6 +66,35 @@ def test_killed_and_resumed_run_ends_with_identical_weights(tiny_llama, tmp_path
     # the final folder holds loadable safetensors weights equal to the in-memory model
     saved = load_file(tmp_path / "run" / "final" / "model.safetensors")
     assert torch.equal(saved["model.embed_tokens.weight"], b["model.embed_tokens.weight"])
+
+
+class HalvingMethod(ToyMethod):
+    """Asks for half the learning rate from its third observed step on (a state-dependent scale)."""
+
+    name = "halving"
+
+    def lr_scale(self, step):
+        return 0.5 if len(self.seen) >= 3 else 1.0
+
+
+def test_method_lr_scale_multiplies_the_schedule_and_survives_a_resume(tiny_llama, tmp_path):
+    cfg = TrainConfig(max_steps=6, lr=2e-3, warmup_steps=2, schedule="constant", checkpoint_every=2, seed=0)
+    ref = tiny_llama()
+    Trainer(ref, HalvingMethod(), cfg, tmp_path / "ref", progress=False).train()
+    lines = [json.loads(ln) for ln in (tmp_path / "ref" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["lr"] for r in lines] == pytest.approx([1e-3, 2e-3, 2e-3, 1e-3, 1e-3, 1e-3])
+    # the scale changed the update: a plain run differs from step 3 on
+    plain = tiny_llama()
+    Trainer(plain, ToyMethod(), cfg, tmp_path / "plain", progress=False).train()
+    assert not torch.equal(_weights(plain)["model.embed_tokens.weight"], _weights(ref)["model.embed_tokens.weight"])
+    m = tiny_llama()
+    with pytest.raises(Interrupted):
+        Trainer(m, HalvingMethod(), cfg, tmp_path / "run", progress=False).train(stop_after=3)
+    fresh = tiny_llama(seed=123)
+    Trainer(fresh, HalvingMethod(), cfg, tmp_path / "run", progress=False).train()
+    a, b = _weights(ref), _weights(fresh)
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
 
 
 def test_checkpoints_are_complete_and_pruned(tiny_llama, tmp_path):

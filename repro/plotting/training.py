@@ -17,8 +17,16 @@ def _smooth(y: np.ndarray, k: int) -> np.ndarray:
     return np.convolve(y, np.ones(k) / k, mode="valid")
 
 
+def _phase(m: dict) -> tuple[str | None, int | None]:
+    """(phase, level) of a logged base-curriculum step; the final steps after the last level are ``anneal``."""
+    if m.get("method_phase") == "retrieval" and m.get("method_final_left", -1) >= 0:
+        return "anneal", None
+    return m.get("method_phase"), m.get("method_level")
+
+
 def base_loss_figure(metrics: Sequence[dict], smooth: int = 10):
-    """Loss over steps with the curriculum phases shaded, plus the running training exact match."""
+    """Loss over steps with the curriculum phases shaded (copy, retrieval levels, the final
+    learning-rate anneal), plus the running training exact match."""
     steps = np.array([m["step"] for m in metrics])
     loss = np.array([m["loss"] for m in metrics])
     fig, ax = plt.subplots(figsize=(7, 3.6))
@@ -27,15 +35,18 @@ def base_loss_figure(metrics: Sequence[dict], smooth: int = 10):
     ax.set_xlabel("step")
     ax.set_ylabel("weighted loss")
     ax.set_yscale("log")
-    phases = [(m.get("method_phase"), m.get("method_level")) for m in metrics]
-    start = 0
+    phases = [_phase(m) for m in metrics]
+    start, n_label = 0, 0
     for i in range(1, len(phases) + 1):
         if i == len(phases) or phases[i] != phases[start]:
             ph, lvl = phases[start]
-            ax.axvspan(steps[start], steps[i - 1], alpha=0.08 if (lvl or 0) % 2 else 0.16, color="C1" if ph == "copy" else "C2")
-            label = "copy" if ph == "copy" else f"retrieval L{lvl}"
-            ax.text(steps[start], ax.get_ylim()[1], label, fontsize=7, va="top")
-            start = i
+            color = {"copy": "C1", "anneal": "C4"}.get(ph, "C2")
+            ax.axvspan(steps[start], steps[i - 1], alpha=0.08 if (lvl or 0) % 2 else 0.16, color=color)
+            label = f"retrieval L{lvl}" if ph == "retrieval" else ph
+            # labels alternate between two heights so that short phases do not overprint
+            y = 0.99 if n_label % 2 == 0 else 0.93
+            ax.text(steps[start], y, label, fontsize=7, va="top", transform=ax.get_xaxis_transform())
+            start, n_label = i, n_label + 1
     em = [(m["step"], m["method_em"]) for m in metrics if m.get("method_phase") == "retrieval"]
     if em:
         ax2 = ax.twinx()
@@ -44,7 +55,7 @@ def base_loss_figure(metrics: Sequence[dict], smooth: int = 10):
         ax2.set_ylabel("train exact match")
         ax2.legend(loc="center right", fontsize=8)
     ax.legend(loc="lower left", fontsize=8)
-    ax.set_title("Base model curriculum: dense copy, then retrieval at growing lengths")
+    ax.set_title("Base model curriculum: dense copy, retrieval at growing lengths, anneal")
     fig.tight_layout()
     return fig
 
