@@ -40,7 +40,8 @@ class BaseCurriculum:
 
     def __init__(self, cfg: BaseTrainConfig, tokenizer, corpus: CorpusRows, vocab_size: int):
         self.cfg, self.tok, self.corpus = cfg, tokenizer, corpus
-        self.retrieval = RetrievalRows(tokenizer, cfg.train_tasks, context_weight=cfg.context_weight)
+        self.retrieval = RetrievalRows(tokenizer, cfg.train_tasks, context_weight=cfg.context_weight,
+                                       weights=cfg.task_weights)
         self.vocab = (len(tokenizer.all_special_ids), vocab_size)
         self.state: dict[str, Any] = {"phase": "copy", "level": 0, "steps_at_level": 0, "copy_loss": 10.0,
                                       "em": 0.0, "final_left": -1}

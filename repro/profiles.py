@@ -86,6 +86,9 @@ class BaseTrainConfig:
     """... or after this many steps."""
     train_tasks: tuple[str, ...] = TRAIN_TASKS
     """Task families of the retrieval rows (``train`` key pool, training seeds)."""
+    task_weights: tuple[float, ...] | None = (1.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0)
+    """Relative share of each ``train_tasks`` family among the retrieval rows (None: equal).
+    uuid values (``niah_single_3``) get 3x: at an equal share the model copied them only partly."""
     retrieval_lengths: tuple[int, ...] = (128, 192, 256)
     """Curriculum of retrieval row lengths; the last must equal ``window``."""
     advance_em: float = 0.8
@@ -289,7 +292,7 @@ SMOKE = Profile(
     corpus=CorpusConfig(max_bytes_per_source=150_000, synthetic_docs=200),
     tokenizer=TokenizerConfig(vocab_size=512, train_bytes=400_000),
     model=ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=2),
-    base=BaseTrainConfig(window=192, train_tasks=("niah_single_1",), copy_rows=8, copy_max_steps=4, retrieval_lengths=(192,),
+    base=BaseTrainConfig(window=192, train_tasks=("niah_single_1",), task_weights=None, copy_rows=8, copy_max_steps=4, retrieval_lengths=(192,),
                          min_steps_per_length=2, max_steps_per_length=3, final_steps=1,
                          tokens_per_step=768, warmup_steps=2, checkpoint_every=3),
     extend=ExtendConfig(target_window=384, steps=3, train_tasks=("niah_single_1",), batch_size=2, warmup_steps=1, checkpoint_every=2),
@@ -351,6 +354,9 @@ def validate(p: Profile) -> Profile:
         raise ValueError(f"base.retrieval_lengths={b.retrieval_lengths} must end at base.window={b.window}")
     if list(b.retrieval_lengths) != sorted(b.retrieval_lengths):
         raise ValueError(f"base.retrieval_lengths={b.retrieval_lengths} must be increasing")
+    if b.task_weights is not None and (len(b.task_weights) != len(b.train_tasks) or min(b.task_weights) <= 0):
+        raise ValueError(f"base.task_weights={b.task_weights}; allowed: one positive weight per base.train_tasks "
+                         f"({len(b.train_tasks)}: {', '.join(b.train_tasks)})")
     lo, hi = b.copy_period
     if not 1 <= lo <= hi or 2 * hi > b.copy_row_len:
         raise ValueError(f"base.copy_period={b.copy_period}; allowed: 1 <= lo <= hi and 2*hi <= copy_row_len={b.copy_row_len}")

@@ -40,12 +40,18 @@ class RetrievalRows:
         tokenizer: the model's tokenizer.
         tasks: registered task names used for training rows (``train`` key pool).
         context_weight: loss weight of prompt tokens (answer and EOS weigh 1).
+        weights: relative share of each task (None: equal); at a length where only some tasks
+            fit, the weights of those are renormalised.
     """
 
-    def __init__(self, tokenizer, tasks: tuple[str, ...] = ("niah_single_1",), context_weight: float = 0.05):
+    def __init__(self, tokenizer, tasks: tuple[str, ...] = ("niah_single_1",), context_weight: float = 0.05,
+                 weights: tuple[float, ...] | None = None):
         self.tok = tokenizer
         self.tasks = [get_task(t, key_pool="train") for t in tasks]
         self.context_weight = context_weight
+        if weights is not None and (len(weights) != len(tasks) or min(weights) <= 0):
+            raise ValueError(f"weights={weights}; allowed: one positive weight per task ({len(tasks)})")
+        self.weights = None if weights is None else {t.name: float(w) for t, w in zip(self.tasks, weights)}
         self._eligible: dict[int, list] = {}
 
     def eligible(self, length: int) -> list:
@@ -75,7 +81,11 @@ class RetrievalRows:
         for the row to stay answerable.
         """
         tasks = self.eligible(length)
-        first = int(rng.integers(len(tasks)))
+        if self.weights is None:
+            first = int(rng.integers(len(tasks)))
+        else:
+            w = np.array([self.weights[t.name] for t in tasks])
+            first = int(rng.choice(len(tasks), p=w / w.sum()))
         seed = TRAIN_SEED_OFFSET + int(rng.integers(0, 2**31))
         depth = float(rng.random())
         for k in range(len(tasks)):  # a seed may need a longer prompt than the probe: try the next task
