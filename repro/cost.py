@@ -54,14 +54,14 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
         m = stages.extension_method(p, arm, tok, rows, anchors, seed=e.seed + 99)
         model = copy.deepcopy(base).train()
         opt = torch.optim.AdamW(model.parameters(), lr=e.lr)
-        setups[arm] = (m, model, opt, m.sample_len)
+        setups[arm] = (m, model, opt)
     times: dict[str, list[float]] = {a: [] for a in arms}
     data: dict[str, list[float]] = {a: [] for a in arms}
     tokens: dict[str, list[int]] = {a: [] for a in arms}
     bar = tqdm(total=(steps + warmup) * len(arms), desc="cost", disable=not progress)
     for step in range(warmup + steps):
         for arm in arms:
-            m, model, opt, n = setups[arm]
+            m, model, opt = setups[arm]
             before = m.stats["tokens"]
             t0 = time.perf_counter()
             batch = {k: torch.as_tensor(v) for k, v in m.batch(step).items()}
@@ -80,7 +80,7 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
     params = n_params(base)
     out = {}
     for arm in arms:
-        n = setups[arm][3]
+        n = setups[arm][0].sample_len
         tps = float(np.mean(tokens[arm]))
         out[arm] = {"seconds_per_step": statistics.median(times[arm]), "seconds": times[arm],
                     "data_seconds_per_step": statistics.median(data[arm]),

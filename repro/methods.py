@@ -9,7 +9,6 @@ named transform in :mod:`repro.positions`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +17,7 @@ import numpy as np
 from repro.data.packing import Segment, pack_rows
 from repro.data.synthetic import CorpusRows, RetrievalRows, copy_segment
 from repro.profiles import BaseTrainConfig
-from repro.train import register_method
+from repro.train import cosine_decay, register_method
 
 
 def _rng(seed: int, step: int, salt: int = 0) -> np.random.Generator:
@@ -109,7 +108,7 @@ class BaseCurriculum:
         if left <= 0 or c.final_steps <= 1:
             return 1.0
         t = (c.final_steps - left) / (c.final_steps - 1)
-        return c.final_min_lr_ratio + (1 - c.final_min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t))
+        return cosine_decay(t, c.final_min_lr_ratio)
 
 
 def _weighted(seg: Segment, w: float) -> Segment:

@@ -7,8 +7,7 @@ The loss is averaged over valid (weighted) target tokens of the whole batch,
 not per sequence (ProLong A.3).
 
 Checkpoints (every ``checkpoint_every`` steps, written atomically) hold the
-weights (safetensors), optimizer and scheduler, RNG states, the method state
-and the step (the data position). A killed run resumed from its last
+weights (safetensors), optimizer, RNG states, the method state and the step (the data position). A killed run resumed from its last
 checkpoint ends with the same weights as an uninterrupted one.
 """
 
@@ -71,6 +70,11 @@ class TrainConfig:
             raise ValueError(f"lr={self.lr}; allowed: 0 < lr <= 1")
 
 
+def cosine_decay(t: float, floor: float) -> float:
+    """Cosine from 1 at ``t = 0`` down to ``floor`` at ``t = 1``."""
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * t))
+
+
 def lr_at(cfg: TrainConfig, step: int) -> float:
     """Learning rate multiplier for ``step`` (0-based)."""
     if cfg.warmup_steps and step < cfg.warmup_steps:
@@ -79,7 +83,7 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
         return 1.0
     span = max(cfg.max_steps - cfg.warmup_steps, 1)
     t = min((step - cfg.warmup_steps) / span, 1.0)
-    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t))
+    return cosine_decay(t, cfg.min_lr_ratio)
 
 
 class Method(Protocol):
@@ -176,7 +180,6 @@ class Trainer:
             (no_decay if p.ndim < 2 else decay).append(p)
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=cfg.betas)
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: lr_at(cfg, s))
         self.step = 0
 
     # -- checkpoints -----------------------------------------------------------------------
@@ -185,8 +188,7 @@ class Trainer:
         with atomic_dir(path) as tmp:
             state = {k: v.detach().contiguous().clone() for k, v in self.model.state_dict().items()}
             save_file(_untie(state), tmp / "model.safetensors")
-            torch.save({"optimizer": self.opt.state_dict(), "scheduler": self.sched.state_dict(),
-                        "rng": _rng_state()}, tmp / "trainer.pt")
+            torch.save({"optimizer": self.opt.state_dict(), "rng": _rng_state()}, tmp / "trainer.pt")
             atomic_write_json(tmp / "state.json", {"step": self.step, "method": self.method.state_dict()})
         old = sorted((c for c in self.out_dir.glob("ckpt-*") if c != path), key=lambda p: int(p.name.split("-")[1]))
         for c in old[:max(len(old) - self.cfg.keep_checkpoints + 1, 0)]:
@@ -200,7 +202,6 @@ class Trainer:
             raise ValueError(f"checkpoint {path} does not match the model: missing {missing}, unexpected {unexpected}")
         tr = torch.load(path / "trainer.pt", weights_only=False)
         self.opt.load_state_dict(tr["optimizer"])
-        self.sched.load_state_dict(tr["scheduler"])
         _set_rng_state(tr["rng"])
         meta = read_json(path / "state.json")
         self.step = int(meta["step"])
@@ -247,7 +248,6 @@ class Trainer:
             gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip or float("inf"))
             lr = self._set_lr()
             self.opt.step()
-            self.sched.step()
             dt = time.perf_counter() - t0
             n_tok = int(batch["input_ids"].numel())
             metrics.update(step=self.step, lr=lr, grad_norm=float(gnorm), seconds=dt,

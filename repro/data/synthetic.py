@@ -51,23 +51,26 @@ class RetrievalRows:
         self.context_weight = context_weight
         if weights is not None and (len(weights) != len(tasks) or min(weights) <= 0):
             raise ValueError(f"weights={weights}; allowed: one positive weight per task ({len(tasks)})")
-        self.weights = None if weights is None else {t.name: float(w) for t, w in zip(self.tasks, weights)}
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         self._eligible: dict[int, list] = {}
+        self._probs: dict[int, np.ndarray] = {}
 
     def eligible(self, length: int) -> list:
         """Tasks that fit a row of ``length`` tokens (probed once per length)."""
         if length not in self._eligible:
-            ok = []
-            for task in self.tasks:
+            idx = []
+            for i, task in enumerate(self.tasks):
                 try:
                     task.generate(self.tok, length - task.max_new_tokens, 0.5, TRAIN_SEED_OFFSET)
-                    ok.append(task)
+                    idx.append(i)
                 except ValueError:
                     continue
-            if not ok:
+            if not idx:
                 raise ValueError(f"no training task fits rows of {length} tokens; tasks: "
                                  f"{[t.name for t in self.tasks]}; use longer rows")
-            self._eligible[length] = ok
+            self._eligible[length] = [self.tasks[i] for i in idx]
+            if self.weights is not None:
+                self._probs[length] = self.weights[idx] / self.weights[idx].sum()
         return self._eligible[length]
 
     def segment(self, rng: np.random.Generator, length: int) -> Segment:
@@ -84,8 +87,7 @@ class RetrievalRows:
         if self.weights is None:
             first = int(rng.integers(len(tasks)))
         else:
-            w = np.array([self.weights[t.name] for t in tasks])
-            first = int(rng.choice(len(tasks), p=w / w.sum()))
+            first = int(rng.choice(len(tasks), p=self._probs[length]))
         seed = TRAIN_SEED_OFFSET + int(rng.integers(0, 2**31))
         depth = float(rng.random())
         for k in range(len(tasks)):  # a seed may need a longer prompt than the probe: try the next task
