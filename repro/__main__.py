@@ -1,4 +1,4 @@
-"""Command line: ``python -m repro reproduce [--profile tiny] [--only NAME] [--force]``."""
+"""Command line: ``python -m repro reproduce [--profile tiny] [--paper NAME] [--only NAME] [--force]``."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ import time
 
 
 def main(argv: list[str] | None = None) -> int:
+    from repro.papers import ALL, PAPERS
     from repro.profiles import DESCRIPTIONS, PROFILES
 
     ap = argparse.ArgumentParser(prog="python -m repro", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("reproduce", help="regenerate figures and tables by running the notebooks")
     r.add_argument("--profile", default="tiny", help=f"one of: {', '.join(PROFILES)} (default tiny)")
+    r.add_argument("--paper", default=ALL, help=f"only the stages and tables of one paper: {', '.join(PAPERS)} "
+                   f"(default {ALL}; the shared testbed is built for every paper)")
     r.add_argument("--only", default=None, help="run just this notebook (by file stem)")
     r.add_argument("--force", action="store_true", help="recompute cached stages and notebooks")
     r.add_argument("--run-dir", default="runs", help="where checkpoints, results and executed notebooks go")
@@ -33,14 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         status = reproduce(args.profile, only=args.only, force=args.force, run_dir=args.run_dir,
-                           figures_dir=args.figures_dir)
+                           figures_dir=args.figures_dir, paper=args.paper)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     total = time.perf_counter() - t0
     for name, s in status.items():
         print(f"  {name:<16} {s['status']:<7} {s['seconds']:8.1f} s")
-    print(f"reproduce --profile {args.profile}: {total:.1f} s")
+    print(f"reproduce --profile {args.profile} --paper {args.paper}: {total:.1f} s")
     return 0
 
 

@@ -3,9 +3,9 @@
 LongRecipe claims ~30% of the tokens of full-length training (FLT) and >85% less
 compute. :func:`measure_step_costs` times optimizer steps of every arm in the
 same process, interleaved round-robin (A B C A B C ...) so that machine noise
-hits every arm alike; :func:`repro.reports_longrecipe.cost_rows` turns the
+hits every arm alike; :func:`repro.reports.longrecipe.cost_rows` turns the
 numbers into ratios to FLT. FLOPs are estimated analytically
-(:func:`repro.reports_longrecipe.step_flops`).
+(:func:`repro.reports.longrecipe.step_flops`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
     from repro.methods import extension_spec
     from repro.models import load_model, n_params
     from repro.profiles import get_profile
-    from repro.reports_longrecipe import step_flops
+    from repro.reports.longrecipe import step_flops
     from repro.train import clm_step
 
     p = get_profile(profile) if isinstance(profile, str) else profile

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from repro.io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
+from repro.papers import ALL, check_paper, paper_of
 from repro.targets import TARGETS, get_target
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -49,13 +50,21 @@ class Recorder:
         profile: profile name recorded in the index (``smoke``, ``tiny``, ``paper``).
         date: date string recorded for every row written by this recorder;
             defaults to today (UTC).
+        paper: ``all`` or one paper (:mod:`repro.papers`): only that paper's targets and the
+            testbed's ``TB-*`` ones are written; the others are skipped (``wants`` tells which).
     """
 
-    def __init__(self, figures_dir: str | Path, profile: str, date: str | None = None):
+    def __init__(self, figures_dir: str | Path, profile: str, date: str | None = None, paper: str = "all"):
         self.dir = Path(figures_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.profile = profile
         self.date = date or _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+        self.paper = check_paper(paper)
+
+    def wants(self, target_id: str) -> bool:
+        """Whether this recorder writes ``target_id`` (a target of its paper, or the testbed's)."""
+        get_target(target_id)  # unknown ids fail loudly
+        return self.paper == ALL or paper_of(target_id) in (None, self.paper)
 
     # -- index ---------------------------------------------------------------------------
     @property
@@ -83,8 +92,11 @@ class Recorder:
         atomic_write_text(self.dir / "INDEX.md", render_index(index))
 
     # -- figures and tables --------------------------------------------------------------
-    def figure(self, fig, target_id: str, name: str | None = None) -> Path:
-        """Save a matplotlib figure as ``<name>.png`` and ``<name>.pdf`` (name defaults to the id)."""
+    def figure(self, fig, target_id: str, name: str | None = None) -> Path | None:
+        """Save a matplotlib figure as ``<name>.png`` and ``<name>.pdf`` (name defaults to the id);
+        None when the target is not this recorder's paper's."""
+        if not self.wants(target_id):
+            return None
         name = name or target_id
         _check_name(name)
         buf = io.BytesIO()
@@ -98,8 +110,11 @@ class Recorder:
         return png
 
     def table(self, rows: Iterable[Mapping[str, Any]], target_id: str, name: str | None = None,
-              columns: Sequence[str] | None = None, caption: str = "") -> Path:
-        """Save rows (dicts) as ``<name>.csv`` and ``<name>.md``; returns the csv path."""
+              columns: Sequence[str] | None = None, caption: str = "") -> Path | None:
+        """Save rows (dicts) as ``<name>.csv`` and ``<name>.md``; returns the csv path (None when the
+        target is not this recorder's paper's)."""
+        if not self.wants(target_id):
+            return None
         name = name or target_id
         _check_name(name)
         rows = list(rows)
@@ -122,7 +137,8 @@ class Recorder:
         ``agrees`` states the direction of agreement with the paper
         (e.g. ``"yes"``, ``"no"``, ``"partly"``, ``"n/a"``).
         """
-        self._update(target_id, ours=ours, agrees=agrees, note=note)
+        if self.wants(target_id):
+            self._update(target_id, ours=ours, agrees=agrees, note=note)
 
 
 def render_index(index: Mapping[str, Mapping[str, Any]]) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from repro.io import atomic_write_json, config_hash, read_json
+from repro.papers import ALL, PAPERS, check_paper
 from repro.profiles import get_profile
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,13 +32,18 @@ class NotebookSpec:
     """File stem in ``notebooks/``."""
     deps: tuple[str, ...] = ()
     """Notebooks whose artifacts it reads (run first)."""
+    papers: tuple[str, ...] = tuple(PAPERS)
+    """Papers it produces targets for (``reproduce --paper`` runs only these notebooks). The training
+    and evaluation notebooks serve every paper: they build and score the shared testbed."""
 
 
 NOTEBOOKS: tuple[NotebookSpec, ...] = (
-    NotebookSpec("positions"),
+    NotebookSpec("positions", papers=("longrecipe",)),
     NotebookSpec("training"),
-    NotebookSpec("token_analysis", deps=("training",)),
+    NotebookSpec("token_analysis", deps=("training",), papers=("longrecipe",)),
     NotebookSpec("evaluation", deps=("training",)),
+    NotebookSpec("ig_scores", deps=("training",), papers=("cdt",)),
+    NotebookSpec("attention_distance", deps=("training",), papers=("selfdistill", "cdt")),
 )
 """Every notebook, in dependency order."""
 
@@ -61,19 +67,29 @@ def source_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def _order(specs: Sequence[NotebookSpec], only: str | None) -> list[NotebookSpec]:
+def _order(specs: Sequence[NotebookSpec], only: str | None, paper: str = ALL) -> list[NotebookSpec]:
     names = {s.name for s in specs}
     if only is not None and only not in names:
         raise ValueError(f"--only {only!r} is not a notebook; allowed: {', '.join(sorted(names))}")
-    return [s for s in specs if only is None or s.name == only]
+    chosen = [s for s in specs if (only is None or s.name == only) and (paper == ALL or paper in s.papers)]
+    if only is not None and not chosen:
+        serving = [s.name for s in specs if paper in s.papers]
+        raise ValueError(f"--only {only!r} produces nothing for --paper {paper!r}; "
+                         f"allowed with that paper: {', '.join(serving)}")
+    return chosen
 
 
 def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bool = False,
               run_dir: str | Path = "runs", figures_dir: str | Path | None = None,
-              notebooks_dir: str | Path | None = None, log=print) -> dict[str, dict]:
-    """Run the pipeline for ``profile``; returns per-notebook status and seconds."""
+              notebooks_dir: str | Path | None = None, log=print, paper: str = ALL) -> dict[str, dict]:
+    """Run the pipeline for ``profile``; returns per-notebook status and seconds.
+
+    ``paper`` (``all`` or one of :data:`repro.papers.PAPERS`) runs only the notebooks that serve that
+    paper, and each of them only the stages and tables of that paper (plus the shared testbed).
+    """
     import papermill as pm
 
+    check_paper(paper)
     p = get_profile(profile)
     run_dir = Path(run_dir).resolve()
     figures_dir = Path(figures_dir).resolve() if figures_dir else default_figures_dir(profile)
@@ -84,12 +100,12 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
     keys: dict[str, str] = {}
     src = source_hash()
     for s in specs:  # keys of every notebook, so --only sees its deps' keys
-        params = _params(p.name, run_dir, figures_dir, False)
+        params = _params(p.name, run_dir, figures_dir, False, paper)
         keys[s.name] = config_hash({"nb": hashlib.sha256((nb_dir / f"{s.name}.ipynb").read_bytes()).hexdigest(),
                                     "params": params, "profile": p, "src": src,
                                     "deps": [keys[d] for d in s.deps if d in keys]})
     status: dict[str, dict] = {}
-    for s in _order(specs, only):
+    for s in _order(specs, only, paper):
         stamp = out_dir / f"{s.name}.done.json"
         executed = out_dir / f"{s.name}.ipynb"
         if not force and stamp.exists() and read_json(stamp).get("key") == keys[s.name] and executed.exists():
@@ -100,7 +116,7 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
         t0 = time.perf_counter()
         tmp = out_dir / f".{s.name}.running.ipynb"
         pm.execute_notebook(str(nb_dir / f"{s.name}.ipynb"), str(tmp), kernel_name="python3",
-                            parameters=_params(p.name, run_dir, figures_dir, force), cwd=str(nb_dir),
+                            parameters=_params(p.name, run_dir, figures_dir, force, paper), cwd=str(nb_dir),
                             progress_bar=False, log_output=False)
         tmp.replace(executed)
         dt = time.perf_counter() - t0
@@ -110,5 +126,6 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
     return status
 
 
-def _params(profile: str, run_dir: Path, figures_dir: Path, force: bool) -> dict:
-    return {"profile": profile, "run_dir": str(run_dir), "figures_dir": str(figures_dir), "force": force}
+def _params(profile: str, run_dir: Path, figures_dir: Path, force: bool, paper: str) -> dict:
+    return {"profile": profile, "run_dir": str(run_dir), "figures_dir": str(figures_dir), "force": force,
+            "paper": paper}

@@ -1,8 +1,9 @@
 """One trainer for every method: AdamW, warmup + cosine/constant, clipping, bf16, checkpoints.
 
-A *method* (registered in :data:`METHODS`) produces batches as a pure function
-of the step, may compute its own loss, and may keep a small state (the base
-curriculum's phase); the trainer owns optimisation, logging and checkpoints.
+A *method* (:class:`Method`; the built-in ones are registered in
+:mod:`repro.methods`) produces batches as a pure function of the step, may
+compute its own loss, and may keep a small state (the base curriculum's phase);
+the trainer owns optimisation, logging and checkpoints, and knows no method.
 The loss is averaged over valid (weighted) target tokens of the whole batch,
 not per sequence (ProLong A.3).
 
@@ -18,7 +19,7 @@ import math
 import random
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -61,6 +62,17 @@ class TrainConfig:
     seed: int = 0
     """Seed of torch/numpy/python RNGs."""
 
+    @classmethod
+    def from_section(cls, section: Any, max_steps: int, **overrides: Any) -> "TrainConfig":
+        """The one place a profile section becomes a ``TrainConfig``: every field of this class that
+        ``section`` (e.g. ``profile.base`` or ``profile.extend``) also has is copied, then ``overrides``."""
+        names = {f.name for f in fields(cls)} - {"max_steps"}
+        bad = sorted(set(overrides) - names)
+        if bad:
+            raise ValueError(f"TrainConfig has no field(s) {bad}; allowed: {sorted(names)}")
+        kw = {n: getattr(section, n) for n in names if hasattr(section, n)}
+        return cls(max_steps=max_steps, **{**kw, **overrides})
+
     def __post_init__(self):
         if self.schedule not in ("cosine", "constant"):
             raise ValueError(f"schedule={self.schedule!r}; allowed: cosine, constant")
@@ -87,22 +99,50 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
 
 
 class Method(Protocol):
-    """What the trainer needs from a method."""
+    """What the trainer needs from a method (every member is called by :class:`Trainer`)."""
 
     name: str
+    """Shown in the progress bar and written to the final folder's ``train_summary.json``."""
 
-    def batch(self, step: int) -> dict[str, np.ndarray]: ...
+    def batch(self, step: int) -> dict[str, np.ndarray]:
+        """The batch of ``step`` (``input_ids``, ``position_ids``, ``weights``, optional ``doc_ids``,
+        ``answer_group``): a pure function of the step and the state, so a resumed run sees the same data."""
+        ...
 
-    def observe(self, step: int, metrics: dict[str, float]) -> None: ...
+    def observe(self, step: int, metrics: dict[str, float]) -> None:
+        """Called after each optimizer step with that step's metrics (curricula advance here)."""
+        ...
 
-    def finished(self, step: int) -> bool: ...
+    def finished(self, step: int) -> bool:
+        """True to stop before ``step`` (a curriculum that decides its own length)."""
+        ...
 
-    def state_dict(self) -> dict: ...
+    def state_dict(self) -> dict:
+        """JSON-able state saved in every checkpoint; scalar entries are logged as ``method_<key>``."""
+        ...
 
-    def load_state_dict(self, state: dict) -> None: ...
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` on resume."""
+        ...
 
-    # Optional: ``lr_scale(step) -> float`` multiplies the schedule's learning rate for that
-    # step (a method whose phases are decided during training, e.g. the base curriculum's anneal).
+
+class MethodHooks(Protocol):
+    """Optional hooks of a method (:data:`OPTIONAL_HOOKS`); the trainer calls each one a method defines."""
+
+    def lr_scale(self, step: int) -> float:
+        """Multiplies the schedule's learning rate for ``step`` (default 1): a method whose phases are
+        decided during training, e.g. the base curriculum's anneal."""
+        ...
+
+    def loss(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """The training objective of one batch: ``(scalar loss, metrics with a "loss" entry)`` (default:
+        :func:`clm_step`, the weighted CLM loss). Objectives that are not plain CLM (self-distillation's
+        KL term, LongCE, CDT) define it."""
+        ...
+
+
+OPTIONAL_HOOKS: tuple[str, ...] = ("lr_scale", "loss")
+"""The names of :class:`MethodHooks`."""
 
 
 def weighted_clm_loss(logits: torch.Tensor, input_ids: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -174,6 +214,7 @@ class Trainer:
         self.model, self.method, self.cfg = model, method, cfg
         self.out_dir = Path(out_dir)
         self.loss_fn = loss_fn or getattr(method, "loss", None) or (lambda m, b: clm_step(m, b, cfg.bf16))
+        self.lr_scale = getattr(method, "lr_scale", None)
         self.progress = progress
         decay, no_decay = [], []
         for n, p in model.named_parameters():
@@ -216,8 +257,8 @@ class Trainer:
     def _set_lr(self) -> float:
         """The learning rate of this step: the schedule's, times the method's ``lr_scale`` if it has one."""
         lr = self.cfg.lr * lr_at(self.cfg, self.step)
-        if (scale := getattr(self.method, "lr_scale", None)) is not None:
-            lr *= float(scale(self.step))
+        if self.lr_scale is not None:
+            lr *= float(self.lr_scale(self.step))
         for g in self.opt.param_groups:
             g["lr"] = lr
         return lr
@@ -291,23 +332,3 @@ def _untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def _step_of(line: str) -> int:
     return int(json.loads(line).get("step", -1))
-
-
-# -- method registry ---------------------------------------------------------------------------
-METHODS: dict[str, Callable[..., Method]] = {}
-
-
-def register_method(name: str):
-    def deco(factory):
-        METHODS[name] = factory
-        return factory
-    return deco
-
-
-def get_method(name: str, /, **kwargs: Any) -> Method:
-    """Instantiate a registered method by name (``extension``, ``base_curriculum``, ...)."""
-    import repro.methods  # noqa: F401  (registers the built-in methods)
-
-    if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; allowed: {', '.join(sorted(METHODS))}")
-    return METHODS[name](**kwargs)

@@ -45,3 +45,19 @@ def test_unknown_id_and_bad_names(tmp_path):
 
 def test_markdown_table():
     assert table_to_markdown([{"a": 0.123456, "b": "x|y"}], ["a", "b"]) == "| a | b |\n|---|---|\n| 0.1235 | x\\|y |\n"
+
+
+def test_recorder_for_one_paper_writes_its_targets_and_the_testbed_only(tmp_path):
+    rec = Recorder(tmp_path, "tiny", date="2026-01-01", paper="cdt")
+    fig, ax = plt.subplots()
+    assert rec.wants("CD-Tab2") and rec.wants("TB-NIAH") and not rec.wants("LR-Tab1")
+    assert rec.figure(fig, "LR-Fig2") is None and rec.table([{"a": 1}], "LR-Tab1") is None
+    rec.result("LR-Tab1", ours="x")
+    rec.table([{"a": 1}], "CD-Tab2")
+    rec.result("TB-NIAH", ours="y")
+    assert set(read_json(tmp_path / "index.json")) == {"CD-Tab2", "TB-NIAH"}
+    assert not (tmp_path / "LR-Fig2.png").exists() and not (tmp_path / "LR-Tab1.csv").exists()
+    with pytest.raises(ValueError, match="paper='lr'; allowed: all, longrecipe"):
+        Recorder(tmp_path, "tiny", paper="lr")
+    with pytest.raises(KeyError, match="unknown target id 'XX-1'"):
+        rec.wants("XX-1")

@@ -107,3 +107,52 @@ def test_committed_figures_index_lists_existing_files():
         for f in row["files"]:
             assert (REPO / "figures" / f).exists(), f
     assert (REPO / "figures" / "INDEX.md").exists()
+
+
+def test_paper_selects_its_notebooks():
+    from repro.pipeline import _order, notebook_specs
+
+    specs = notebook_specs(REPO / "notebooks")
+    names = lambda paper: [s.name for s in _order(specs, None, paper)]  # noqa: E731
+    assert names("all") == [s.name for s in NOTEBOOKS]
+    assert names("longrecipe") == ["positions", "training", "token_analysis", "evaluation"]
+    assert names("selfdistill") == ["training", "evaluation", "attention_distance"]
+    assert names("cdt") == ["training", "evaluation", "ig_scores", "attention_distance"]
+    assert names("prolong") == ["training", "evaluation"]
+    with pytest.raises(ValueError, match="--only 'token_analysis' produces nothing for --paper 'cdt'; allowed with"):
+        _order(specs, "token_analysis", "cdt")
+
+
+def test_cli_unknown_paper_exits_2_with_message(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "repro", "reproduce", "--profile", "smoke", "--paper", "longlora",
+                        "--run-dir", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2
+    assert "paper='longlora'; allowed: all, longrecipe, selfdistill, cdt, prolong" in r.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def _index_ids(figures) -> set[str]:
+    return set(read_json(figures / "index.json"))
+
+
+@pytest.mark.notebooks
+def test_paper_longrecipe_writes_only_its_targets(smoke_run, tmp_path):
+    root, _, _ = smoke_run  # stages cached by the full run: only the notebooks run again
+    status = reproduce("smoke", run_dir=root / "runs", figures_dir=tmp_path, log=lambda *_: None, paper="longrecipe")
+    assert list(status) == ["positions", "training", "token_analysis", "evaluation"]
+    ids = _index_ids(tmp_path)
+    assert {"LR-Fig2", "LR-Alg1", "LR-Fig3", "LR-Tab1", "LR-Tab2", "LR-Tab3", "LR-Tab4", "LR-Tab6", "LR-Cost",
+            "TB-BaseLoss", "TB-ExtLoss", "TB-NIAH"} <= ids
+    assert all(i.startswith(("LR-", "TB-")) for i in ids), ids
+
+
+@pytest.mark.notebooks
+def test_paper_selfdistill_trains_only_the_shared_testbed(tmp_path):
+    status = reproduce("smoke", run_dir=tmp_path / "runs", figures_dir=tmp_path / "figures", log=lambda *_: None,
+                       paper="selfdistill")
+    assert list(status) == ["training", "evaluation", "attention_distance"]
+    stage_dirs = {p.name.rsplit("-", 1)[0] for p in (tmp_path / "runs" / "smoke").iterdir()}
+    assert stage_dirs == {"corpus", "base", "extend-flt", "eval", "notebooks"}  # no LongRecipe arm, replay or analysis
+    ids = _index_ids(tmp_path / "figures")
+    assert {"TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "RP-Tab1/2", "RP-Fig1a", "RP-Tab14", "RP-Tab15"} <= ids
+    assert all(i.startswith(("RP-", "TB-")) for i in ids), ids

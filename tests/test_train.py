@@ -137,13 +137,6 @@ def test_lr_schedule_warmup_cosine_constant():
         TrainConfig(max_steps=1, lr=1.0, schedule="linear")
 
 
-def test_unknown_method_lists_registry():
-    from repro.train import get_method
-
-    with pytest.raises(ValueError, match="allowed: .*base_curriculum"):
-        get_method("yarn-magic")
-
-
 def test_bf16_autocast_step_runs_and_changes_weights(tiny_llama, tmp_path):
     m = tiny_llama()
     before = _weights(m)

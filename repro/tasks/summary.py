@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from repro.profiles import Profile
 
 RULER_TASKS = ("niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2",
                "niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_1", "qa_2")
@@ -89,3 +92,18 @@ def mean_std(results: Iterable[dict], aggregate: Callable[[list[dict]], float] =
     m = sum(vals) / len(vals)
     sd = math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
     return m, sd, len(vals)
+
+
+# -- task groups of the evaluation suite (shared by repro.stages.plans and repro.reports) --------
+NIAH_M_TASKS = MULTIKEY + ("niah_multivalue", "niah_multiquery")
+NIAH_TASKS = tuple(t for t in RULER_TASKS if t.startswith("niah_"))
+MULTIHOP = ("multihop_2", "multihop_3", "multihop_4")
+ORDINALS = ("first", "second", "third", "last")
+POSITION_SPECS = tuple(f"niah_position:ordinal={o}" for o in ORDINALS)
+DECILE_DEPTHS = tuple(round(0.05 + 0.1 * i, 2) for i in range(10))
+"""Depths of the answer-position curve: the centre of each decile."""
+
+
+def ruler_in_suite(p: Profile) -> tuple[str, ...]:
+    """The RULER tasks of the profile's evaluation suite (``eval.suite_tasks``), in suite order."""
+    return tuple(t for t in p.eval.suite_tasks if t in RULER_TASKS)

@@ -6,6 +6,8 @@ import torch
 from safetensors.torch import load_file
 
 from repro import stages
+from repro.io import read_json
+from repro.stages.keys import _spec_key
 from repro.methods import EXTENSION_METHODS, ExtensionSpec, extension_spec, ratio_arm
 from repro.models import load_model
 from repro.profiles import get_profile
@@ -43,9 +45,9 @@ def test_arm_names_and_ratios():
 def test_flt_cache_key_is_unchanged_by_the_new_spec_fields():
     # FLT's key hashes only the original spec fields, so extension caches made before the LongRecipe
     # arms existed stay valid (the data stream of FLT did not change)
-    key = stages._spec_key(get_profile("tiny"), "flt")
+    key = _spec_key(get_profile("tiny"), "flt")
     assert key == {"transform": "identity", "sample_len": None, "params": {}}
-    lr = stages._spec_key(get_profile("tiny"), "longrecipe")
+    lr = _spec_key(get_profile("tiny"), "longrecipe")
     assert lr["resolved_len"] == 307 and lr["selection"] == "anchors" and lr["anchors"] == stages.analysis_key(
         get_profile("tiny"))
 
@@ -85,7 +87,7 @@ def test_longrecipe_rows_hold_whole_sentences_within_budget(run):
 def test_replay_resumes_from_the_extension_and_merge_follows_eq8(run):
     ext = stages.checkpoint_path(P, "longrecipe", run)
     replayed = stages.train_replay(P, "longrecipe", run, progress=False)
-    info = stages.read_json(replayed.parent / "replay.json")
+    info = read_json(replayed.parent / "replay.json")
     assert info["from"] == str(ext) and info["steps"] == stages.replay_steps(P, stages.extension_tokens(ext))
     assert info["lr"] == pytest.approx(P.extend.lr * P.longrecipe.replay_lr_ratio)
     # the first replay step is taken from the extension weights: its logged loss equals the loss of the
@@ -117,7 +119,7 @@ def test_short_lm_loss_and_lr_grid(run):
 
 def test_cost_benchmark_measures_every_arm_in_one_run(run):
     from repro.cost import measure_step_costs
-    from repro.reports_longrecipe import cost_rows
+    from repro.reports.longrecipe import cost_rows
 
     costs = measure_step_costs(P, ("flt", "pose"), run, steps=2, warmup=1, progress=False)
     assert set(costs) == {"flt", "pose"} and all(len(c["seconds"]) == 2 for c in costs.values())

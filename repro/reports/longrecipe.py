@@ -1,7 +1,7 @@
-"""LongRecipe's tables (LR-Tab1/2/3/4/6) and the training-cost table, from result records.
+"""LongRecipe's tables (LR-Tab1/2/3/4/6), the training-cost table (LR-Cost) and the LR-Fig2/LR-Fig3 verdicts.
 
 Input is an *LR suite*: ``{checkpoint: {part: record}}`` with the parts of
-:func:`lr_plan` (records as :func:`repro.stages.evaluate_checkpoint` returns
+:func:`repro.stages.plans.lr_plan` (records as :func:`repro.stages.evaluate_checkpoint` returns
 them with ``record=True``), plus ``{checkpoint: lm-loss record}`` from
 :func:`repro.stages.short_lm_loss`. Scores are percent as in the paper. The
 general-ability benchmarks (MMLU, GSM8K, HumanEval) cannot run on a tiny
@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from repro.profiles import Profile
-from repro.reports import NIAH_M_TASKS, NIAH_TASKS, Report, Scores, count_verdict, direction_agrees, pct, \
-    scale_note, yarn_rope
-from repro.tasks.summary import RULER_TASKS
+from repro.reports.common import Report, Scores, count_verdict, direction_agrees, noise_note, pct, scale_note, \
+    standard_error
+from repro.tasks.summary import NIAH_M_TASKS, NIAH_TASKS, RULER_TASKS
 
 NIAH_M_ALL = tuple(NIAH_M_TASKS)
 """RULER's multi-key, multi-value and multi-query tasks (NIAH(M), LongRecipe App. E)."""
@@ -52,24 +52,6 @@ LR_TAB6 = {"extended context length": "80K", "training sample length": "24K (30%
 """Table 6, Llama3-8B at 80K."""
 
 
-def lr_plan(p: Profile, name: str, rope_theta: float, yarn: bool = False) -> dict[str, dict]:
-    """Evaluation parts of one checkpoint for the LongRecipe tables -> ``evaluate_checkpoint`` kwargs.
-
-    ``ruler``: RULER's 13 tasks at the target window; ``short``: the NIAH tasks at the base window
-    (short-context stand-in); ``yarn``: RULER at ``eval.yarn_factors[0]`` x the target with YaRN
-    (LR-Tab1's extra column; only when ``yarn`` and a factor is configured).
-    """
-    ev, lr, target = p.eval, p.longrecipe, p.extend.target_window
-    cell = {"depths": ev.suite_depths, "seeds": ev.seeds[:1]}
-    plan = {"ruler": {"tasks": RULER_TASKS, "lengths": (target,), "samples": lr.eval_samples, **cell},
-            "short": {"tasks": NIAH_TASKS, "lengths": (p.base.window,), "samples": lr.eval_samples, **cell}}
-    if yarn and ev.yarn_factors:
-        f = ev.yarn_factors[0]
-        plan["yarn"] = {"tasks": RULER_TASKS, "lengths": (int(round(f * target)),), "samples": lr.yarn_samples,
-                        "rope": yarn_rope(p, name, f, rope_theta), **cell}
-    return plan
-
-
 def _s(suite, name: str, part: str) -> Scores:
     return Scores(suite.get(name, {}).get(part))
 
@@ -78,16 +60,6 @@ def long_scores(suite, name: str, p: Profile) -> tuple[float | None, float | Non
     """NIAH(M) and RULER-13 (percent) at the target window."""
     s, t = _s(suite, name, "ruler"), p.extend.target_window
     return pct(s.niah_m(t)), pct(s.average(RULER_TASKS, t))
-
-
-def standard_error(suite, name: str, tasks: Sequence[str], length: int, part: str = "ruler") -> float | None:
-    """Binomial standard error (percent points) of the mean score over ``tasks`` at ``length``."""
-    rows = [r for r in (suite.get(name, {}).get(part) or {}).get("results", [])
-            if r["task"] in tasks and r["length"] == length]
-    if not rows:
-        return None
-    m = sum(r["score"] for r in rows) / len(rows)
-    return round(100.0 * (m * (1 - m) / len(rows)) ** 0.5, 1)
 
 
 def doable_tasks(suite, p: Profile) -> tuple[str, ...]:
@@ -166,13 +138,7 @@ def lr_tab1(suite, lm, p: Profile) -> Report:
 
 def _noise(ours: Mapping[str, float | None], suite, p: Profile) -> str:
     """How many of the NIAH(M) gaps between arms exceed twice their combined standard error."""
-    names = [n for n, v in ours.items() if v is not None]
-    se = {n: standard_error(suite, n, NIAH_M_ALL, p.extend.target_window) or 0.0 for n in names}
-    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
-    if not pairs:
-        return ""
-    big = sum(abs(ours[a] - ours[b]) > 2 * (se[a] ** 2 + se[b] ** 2) ** 0.5 for a, b in pairs)
-    return f" ({big}/{len(pairs)} gaps exceed 2 standard errors)"
+    return noise_note(ours, suite, NIAH_M_ALL, p.extend.target_window)
 
 
 def _claim(ours: Mapping[str, float | None], order: Sequence[str]) -> str:
@@ -330,6 +296,37 @@ def cost_rows(runs: Mapping[str, Mapping[str, Any]], reference: str = "flt") -> 
     return rows
 
 
+def lr_cost(runs: Mapping[str, Mapping[str, Any]], p: Profile, cost_steps: int, reference: str = "flt") -> Report:
+    """LR-Cost: :func:`cost_rows` as a table and the verdict on LongRecipe's arm: ``yes`` when it needs <= 35% of
+    FLT's FLOPs per step, ``partly`` below 100%, else ``no`` (``cost_steps``: timed steps per arm, for the caption)."""
+    rows = cost_rows(runs, reference)
+    caption = (f"Per-step cost of each arm as a ratio to FLT ({p.name} profile; median compute time of "
+               f"{cost_steps} interleaved steps on this machine; batch {p.extend.batch_size}, target "
+               f"{p.extend.target_window}).")
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    lr_row = next(r for r in rows if r["method"] == "LongRecipe")
+    flops = lr_row["FLOPs vs FLT"]
+    return Report("LR-Cost", [{"name": "LR-Cost", "rows": rows, "columns": columns, "caption": caption}],
+                  ours=f"LongRecipe: {lr_row['tokens vs FLT']:.2f}x FLT's tokens, {lr_row['FLOPs vs FLT']:.2f}x its "
+                       f"FLOPs, {lr_row['time vs FLT']:.2f}x its step time",
+                  agrees="yes" if flops <= 0.35 else "partly" if flops < 1 else "no",
+                  note="yes when LongRecipe needs <= 35% of FLT's FLOPs per step (paper: ~30% tokens, >85% less "
+                       "compute)")
+
+
+def lr_fig2(summary: Mapping[str, Any]) -> Report:
+    """LR-Fig2 verdict from the position statistics' summary (``repro.positions.lr_fig2_summary``): ``yes`` when
+    LongRecipe's average token distance is 1.7-2.3x PoSE's and its mean segment 50-130 tokens, else ``partly``."""
+    ratio = summary["distance_ratio_longrecipe_pose"]
+    ours = (f"LongRecipe/PoSE token distance {ratio:.2f}x at {summary['target']}; "
+            f"LongRecipe segment {summary['longrecipe_segment']:.1f} tokens; "
+            f"RPES segment {summary['rpes_segment']:.2f} tokens ({summary['rpes_segment_steps']:.2f} steps)")
+    agrees = "yes" if 1.7 <= ratio <= 2.3 and 50 <= summary["longrecipe_segment"] <= 130 else "partly"
+    return Report("LR-Fig2", ours=ours, agrees=agrees,
+                  note="distance = mean pairwise |dp| (paper undefined); segments = sentence lengths of our "
+                       "Python-docs/stdlib corpus under our BPE, split on . ! ? newline; RPES ~0 in +1 steps")
+
+
 LR_FIG3 = {"NUM": 0.4, "PRON": 0.15, "AUX": 0.15, "CCONJ": 0.1, "ADP": 0.1}
 """Figure 3's approximate frequencies among the top-20% logit-change tokens (read off the figure)."""
 
@@ -342,7 +339,7 @@ def lr_fig3(analysis, tokenizer, p: Profile, top_anchors: int = 30) -> tuple[dic
     """
     import numpy as np
 
-    from repro import token_analysis as ta
+    from repro.analysis import tokens as ta
 
     tags, freq, edges = ta.pos_frequency_by_position(analysis.selected, analysis.tags, p.longrecipe.pos_bins)
     base = ta.pos_base_rate(analysis.tags)

@@ -1,4 +1,4 @@
-"""Property tests for repro.positions (position-index transforms and their metrics)."""
+"""Property tests for repro.positions.transforms (position-index transforms, registry, model path)."""
 
 from __future__ import annotations
 
@@ -9,24 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from repro import positions as P
-from repro.data.tokenizer import train_tokenizer
 
 POSITION_TRANSFORMS = [k for k, v in P.TRANSFORM_INFO.items() if v.kind == "positions"]
 RANDOM_TRANSFORMS = ["pose", "rpes", "longrecipe_eq7", "longrecipe_alg1",
                      "skip", "cyclic", "dilation", "chunk_permutation"]
-COVERING = [k for k, v in P.TRANSFORM_INFO.items() if v.covers_target]
-
-TEXT = (
-    "The quick brown fox jumps over the lazy dog. Did it land? It did!\n"
-    "Position ids decide how far apart two tokens look to the model. "
-    "LongRecipe keeps sentences whole and skips indices between them.\n"
-    "def f(x):\n    return x + 1\n"
-) * 20
-
-
-@pytest.fixture(scope="session")
-def tokenizer():
-    return train_tokenizer([TEXT], vocab_size=320)
 
 
 @st.composite
@@ -96,44 +82,6 @@ def test_pi_fractional_and_rope_parameters():
     assert P.pi_rope_parameters(32, 8)["factor"] == 4.0
 
 
-# ------------------------------------------------------------------ views
-@settings(max_examples=60, deadline=None)
-@given(st.integers(1, 200), st.integers(0, 2**31 - 1))
-def test_skip_view_equal_before_s_shifted_by_y_after(n, seed):
-    v = P.skip_view(P.PositionSample(n=n), 2 * n, np.random.default_rng(seed))
-    s, y = v.info["s"], v.info["y"]
-    assert 0 <= s < n and 1 <= y <= n
-    std, per = v
-    assert np.array_equal(std, np.arange(n))
-    assert np.array_equal(per[:s], std[:s])
-    assert np.array_equal(per[s:] - std[s:], np.full(n - s, y))
-    assert per.max() < 2 * n
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.integers(1, 200), st.integers(0, 2**31 - 1))
-def test_cyclic_and_chunk_permutation_are_permutations(n, seed):
-    rng = np.random.default_rng(seed)
-    s = P.PositionSample(n=n)
-    cyc = P.cyclic_view(s, n, rng).perturbed
-    assert np.array_equal(np.sort(cyc), np.arange(n))
-    assert np.array_equal(cyc, (np.arange(n) + cyc[0]) % n)
-    cp = P.chunk_permutation_view(s, n, rng, num_chunks=min(4, n))
-    assert np.array_equal(np.sort(cp.perturbed), np.arange(n))
-    assert (np.diff(cp.perturbed) != 1).sum() <= 3
-    if n >= 4:
-        assert cp.info["order"] != [0, 1, 2, 3]
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.integers(1, 200), st.integers(0, 2**31 - 1))
-def test_dilation_and_nope(n, seed):
-    v = P.dilation_view(P.PositionSample(n=n), 2 * n, np.random.default_rng(seed))
-    assert 0.5 <= v.info["factor"] <= 2.0
-    assert np.all(np.diff(v.perturbed) >= 0) and v.perturbed.max() < 2 * n
-    assert P.nope_view(P.PositionSample(n=n), n, np.random.default_rng(seed)).perturbed is None
-
-
 # ------------------------------------------------------------------ seeding
 def _out(name, seed_or_rng, n=64):
     rng = np.random.default_rng(seed_or_rng) if isinstance(seed_or_rng, int) else seed_or_rng
@@ -155,71 +103,6 @@ def test_successive_examples_differ(name):
     assert len({o.tobytes() for o in outs}) > 1
 
 
-# ------------------------------------------------------------------ coverage
-@pytest.mark.parametrize("name", COVERING)
-def test_covering_transforms_cover_target_window(name):
-    n, target = 16, 48
-    cov = P.coverage(name, _sample(n, 3), target, draws=3000, seed=1)
-    assert np.all(cov.positions > 0), np.flatnonzero(cov.positions == 0)
-    assert np.all(cov.distances[1:] > 0), np.flatnonzero(cov.distances[1:] == 0) + 1
-    assert cov.positions.sum() == 3000 * n
-
-
-def test_alg1_covers_all_distances_and_all_positions_but_one():
-    n, target = 16, 48
-    cov = P.coverage("longrecipe_alg1", _sample(n, 3), target, draws=3000, seed=1)
-    assert np.flatnonzero(cov.positions == 0).tolist() == [3]  # right after the 3-token first sentence
-    assert np.all(cov.distances[1:] > 0)
-
-
-def test_flt_does_not_cover():
-    cov = P.coverage("flt", _sample(16), 48, draws=5)
-    assert np.all(cov.positions[16:] == 0) and np.all(cov.positions[:16] == 5)
-
-
-# ------------------------------------------------------------------ metrics
-@settings(max_examples=80, deadline=None)
-@given(st.lists(st.integers(0, 10_000), min_size=0, max_size=60))
-def test_metrics_match_brute_force(ps):
-    p = np.array(ps, dtype=np.int64)
-    n = p.size
-    brute = np.abs(p[:, None] - p[None, :])[np.triu_indices(n, 1)].mean() if n > 1 else 0.0
-    assert P.avg_token_distance(p) == pytest.approx(brute, rel=1e-12, abs=1e-12)
-    runs, cur = [], 1
-    for i in range(1, n):
-        if p[i] == p[i - 1] + 1:
-            cur += 1
-        else:
-            runs.append(cur)
-            cur = 1
-    if n:
-        runs.append(cur)
-    assert P.segment_lengths(p).tolist() == runs
-    if n:
-        target = int(p.max()) + 1
-        d = np.abs(p[:, None] - p[None, :])[np.triu_indices(n, 1)]
-        assert np.array_equal(P.distance_counts(p, target), np.bincount(d, minlength=target)[:target])
-
-
-def test_metric_closed_forms_at_paper_scale():
-    n = 131072
-    assert P.avg_token_distance(np.arange(n)) == pytest.approx((n + 1) / 3)
-    assert P.mean_segment_length(np.arange(n)) == n
-    assert P.mean_segment_length(np.arange(0, 2 * n, 2)) == 1.0
-    assert P.mean_segment_steps(np.arange(0, 2 * n, 2)) == 0.0
-
-
-def test_lr_fig2_rows_small():
-    s = _sample(300, 30)
-    rows = P.lr_fig2_rows({1000: s, 2000: s}, seed=0, draws=4)
-    assert len(rows) == 8 and set(P.LR_FIG2_COLUMNS) <= set(rows[0])
-    by = {(r["method"], r["target"]): r for r in rows}
-    assert by[("flt", 2000)]["sample_len"] == 2000
-    assert by[("longrecipe", 2000)]["mean_segment_length"] == pytest.approx(30.0)
-    assert by[("rpes", 2000)]["mean_segment_steps"] < 1.0
-    assert all(r["max_position"] < r["target"] for r in rows)
-
-
 # ------------------------------------------------------------------ validation
 def test_errors_name_value_and_range():
     s = P.PositionSample(n=10)
@@ -239,32 +122,6 @@ def test_errors_name_value_and_range():
         P.longrecipe_alg1(P.PositionSample(n=10, sentence_starts=(0, 2, 4, 6, 8)), 12, np.random.default_rng(0))
     with pytest.raises(ValueError, match="strictly increasing"):
         P.PositionSample(n=10, sentence_starts=(0, 3, 3))
-
-
-# ------------------------------------------------------------------ sentences from a tokenizer
-def test_sentence_starts_from_tokenizer(tokenizer):
-    text = TEXT[:400]
-    s = P.sample_from_text(text, tokenizer)
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    pieces = [text[a:b] for a, b in enc["offset_mapping"]]
-    assert s.n == len(pieces) and s.token_ids == tuple(enc["input_ids"])
-    starts = list(s.sentence_starts)
-    for a, b in zip(starts, starts[1:]):
-        sent = pieces[a:b]
-        assert any(d in sent[-1] for d in P.SENTENCE_DELIMITERS)
-        assert not any(d in piece for piece in sent[:-1] for d in P.SENTENCE_DELIMITERS)
-    assert len(starts) > 10
-
-
-def test_sample_from_documents(tokenizer):
-    class Doc:
-        def __init__(self, text, source):
-            self.text, self.source = text, source
-    docs = [Doc(TEXT[:300], "prose"), Doc("x = 1\n" * 50, "code"), Doc("ignored. " * 99, "synthetic")]
-    s = P.sample_from_documents(docs, tokenizer, n=150)
-    assert s.n == 150 and len(s.token_ids) == 150 and s.sentence_starts[0] == 0
-    with pytest.raises(ValueError, match="allowed n <="):
-        P.sample_from_documents(docs, tokenizer, n=10**6)
 
 
 # ------------------------------------------------------------------ the model stays causal

@@ -3,10 +3,9 @@
 import numpy as np
 import pytest
 
-from repro import reports_longrecipe as lrr
 from repro.profiles import get_profile
-from repro.reports import NIAH_M_TASKS, NIAH_TASKS
-from repro.tasks.summary import RULER_TASKS
+from repro.reports import longrecipe as lrr
+from repro.tasks.summary import NIAH_M_TASKS, NIAH_TASKS, RULER_TASKS
 
 P = get_profile("tiny")  # base window 256, target 1024, YaRN 2x -> 2048
 
@@ -92,6 +91,42 @@ def test_cost_rows_are_ratios_to_flt():
     assert lr["GFLOPs/step"] == 1.0
 
 
+def test_lr_cost_table_and_verdict_thresholds():
+    def runs(flops):
+        return {"flt": {"seconds_per_step": 2.0, "tokens_per_step": 1000.0, "flops_per_step": 4e9},
+                "longrecipe": {"seconds_per_step": 0.5, "tokens_per_step": 300.0, "flops_per_step": flops * 4e9}}
+
+    rep = lrr.lr_cost(runs(0.35), P, 8)
+    assert (rep.target, rep.agrees) == ("LR-Cost", "yes")
+    assert rep.ours == "LongRecipe: 0.30x FLT's tokens, 0.35x its FLOPs, 0.25x its step time"
+    assert rep.note == "yes when LongRecipe needs <= 35% of FLT's FLOPs per step (paper: ~30% tokens, >85% less compute)"
+    (t,) = rep.tables
+    assert t["name"] == "LR-Cost" and t["rows"] == lrr.cost_rows(runs(0.35)) and t["columns"] == list(t["rows"][0])
+    assert t["caption"] == ("Per-step cost of each arm as a ratio to FLT (tiny profile; median compute time of 8 "
+                            "interleaved steps on this machine; batch 8, target 1024).")
+    assert lrr.lr_cost(runs(0.351), P, 8).agrees == "partly"
+    assert lrr.lr_cost(runs(0.999), P, 8).agrees == "partly"
+    assert lrr.lr_cost(runs(1.0), P, 8).agrees == "no"
+    assert lrr.lr_cost(runs(1.5), P, 8).ours == "LongRecipe: 0.30x FLT's tokens, 1.50x its FLOPs, 0.25x its step time"
+
+
+def test_lr_fig2_verdict_on_both_sides():
+    def summary(ratio, segment):
+        return {"distance_ratio_longrecipe_pose": ratio, "target": 81920, "longrecipe_segment": segment,
+                "rpes_segment": 1.4286, "rpes_segment_steps": 0.4286}
+
+    rep = lrr.lr_fig2(summary(2.0, 88.0))
+    assert (rep.target, rep.agrees, rep.tables) == ("LR-Fig2", "yes", [])
+    assert rep.ours == ("LongRecipe/PoSE token distance 2.00x at 81920; LongRecipe segment 88.0 tokens; "
+                        "RPES segment 1.43 tokens (0.43 steps)")
+    assert rep.note == ("distance = mean pairwise |dp| (paper undefined); segments = sentence lengths of our "
+                        "Python-docs/stdlib corpus under our BPE, split on . ! ? newline; RPES ~0 in +1 steps")
+    for ratio, segment in ((1.7, 50.0), (2.3, 130.0)):
+        assert lrr.lr_fig2(summary(ratio, segment)).agrees == "yes"
+    for ratio, segment in ((1.69, 88.0), (2.31, 88.0), (2.0, 49.9), (2.0, 130.1), (1.2, 20.0)):
+        assert lrr.lr_fig2(summary(ratio, segment)).agrees == "partly"
+
+
 def test_step_flops_formula():
     # 6 N T plus 6 * layers * hidden * n^2 per sample
     assert lrr.step_flops(1000, 2, 8, 40, 10) == 6 * 1000 * 40 + 6 * 2 * 8 * 100 * 4
@@ -108,7 +143,7 @@ def test_lr_tab6_shows_ours_beside_the_paper():
 
 
 def test_lr_fig3_verdict_from_tags():
-    from repro.token_analysis import TokenAnalysis
+    from repro.analysis.tokens import TokenAnalysis
 
     class Tok:
         def decode(self, ids):

@@ -1,7 +1,7 @@
 """LongRecipe's sentence selection (§4.1, last paragraph; Table 3 ablations).
 
 From a long sample, LongRecipe drops the sentences that hold none of the
-impactful token types (the *anchors* of :mod:`repro.token_analysis`) and
+impactful token types (the *anchors* of :mod:`repro.analysis.tokens`) and
 takes a fixed number of tokens from the remaining ones; the LongRecipe
 position transform then spreads them over the target window. The ablation
 "Random T" takes random sentences instead.

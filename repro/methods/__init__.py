@@ -1,0 +1,24 @@
+"""Training methods: the registry and one module per method family.
+
+- :mod:`repro.methods.base`: the base model's curriculum (copy, then retrieval at growing
+  lengths) and LongRecipe's replay stream (its last stage);
+- :mod:`repro.methods.extension`: context extension by a position transform (FLT, PoSE, RPES,
+  LongRecipe and its ablations);
+- :mod:`repro.methods.arms`: the names of the trained arms (``pose``, ``longrecipe_r20``,
+  ``flt+replay``, ...) and the one parser for them.
+
+A new method is one module here that decorates its factory with
+:func:`register_method`, plus its import below. Importing this package fills
+:data:`METHODS`.
+"""
+
+from repro.methods.registry import METHODS, get_method, register_method
+
+# Importing the method modules registers their factories.
+from repro.methods import base, extension  # noqa: E402,F401  isort: skip
+from repro.methods.arms import EXTENSION_METHODS, ArmName, extension_spec, parse_arm, ratio_arm  # noqa: E402
+from repro.methods.base import BaseCurriculum  # noqa: E402
+from repro.methods.extension import Extension, ExtensionSpec  # noqa: E402
+
+__all__ = ["METHODS", "get_method", "register_method", "BaseCurriculum", "Extension", "ExtensionSpec",
+           "EXTENSION_METHODS", "ArmName", "extension_spec", "parse_arm", "ratio_arm"]

@@ -1,0 +1,250 @@
+"""RoPE-perturbed self-distillation's evaluation tables (RP-Tab1/2, RP-Fig1a, RP-Tab14, RP-Tab15, RP-Tab4/5)
+from the records of :func:`repro.stages.plans.suite_plan`, with the paper's numbers keyed by our checkpoint names."""
+
+from __future__ import annotations
+
+from statistics import mean
+
+from repro.profiles import Profile
+from repro.reports.common import SHORT, Report, Scores, _missing, _scores, direction_agrees, pct, scale_note, show
+from repro.reports.testbed import _doable_caption, base_can_do, doable_ruler
+from repro.tasks.summary import POSITION_SPECS, RULER_TASKS, accuracy_by_depth_decile, mean_std, ruler_in_suite
+
+# -- the paper's numbers, keyed by our checkpoint names ------------------------------------------
+RP_NAMES = {"flt": "Standard", "longce": "LongCE", "pose": "PoSE", "rp_cyclic": "Ours (cyclic shift)",
+            "rp_skip": "Ours (skip)"}
+RP_METHODS = ("rp_skip", "rp_cyclic")
+"""Checkpoint names of the self-distillation arms (the 'ours' of RP-Fig1a)."""
+RP_TAB1 = {"flt": (85.23, 57.25), "longce": (86.11, 52.51), "pose": (87.20, 67.47), "rp_cyclic": (87.33, 71.30),
+           "rp_skip": (87.87, 69.29)}
+"""RoPE-perturbed self-distillation Table 1, Llama-3-8B-I RULER at 32K, 64K (half the target, the target)."""
+RP_TAB2 = {
+    "flt": (57.3, 76.8, 99.4, 67.2, 84.2, 31.0, 0.0, 85.2, 87.1, 70.4, 7.9, 54.7, 46.8, 33.6),
+    "longce": (52.5, 98.2, 99.2, 74.6, 93.2, 18.4, 0.0, 90.3, 89.9, 4.9, 4.9, 18.9, 54.6, 35.6),
+    "pose": (67.5, 99.6, 100.0, 75.6, 90.2, 70.6, 6.6, 86.2, 90.5, 61.4, 22.7, 79.8, 53.8, 40.2),
+    "rp_cyclic": (71.3, 100.0, 100.0, 81.6, 86.8, 88.4, 27.4, 93.1, 93.6, 67.1, 16.1, 80.7, 51.6, 41.0),
+    "rp_skip": (69.3, 100.0, 100.0, 75.0, 94.0, 82.6, 20.4, 88.6, 94.5, 43.9, 26.1, 82.5, 53.2, 40.0)}
+"""Table 2 (Llama 64K): average, then S-1 ... QA-2 in RULER_TASKS order."""
+RP_TAB4 = {"flt": (42.03, 23.90), "longce": (46.54, 26.91), "pose": (58.21, 43.18), "rp_cyclic": (60.89, 45.33),
+           "rp_skip": (59.43, 44.74)}
+"""Table 4, Llama with YaRN at 2x (128K) and 4x (256K) the 64K training length."""
+RP_TAB14 = {"flt": 44.0, "longce": 56.2, "pose": 48.2, "rp_cyclic": 42.0, "rp_skip": 59.4}
+"""Table 14, NIAH-position at 64K (baseline = standard fine-tuning)."""
+RP_TAB15 = {"flt": ((85.26, 0.08), (57.32, 0.12)), "rp_cyclic": ((87.29, 0.08), (71.25, 0.14)),
+            "rp_skip": ((87.82, 0.09), (69.32, 0.09))}
+"""Table 15, mean (std) of RULER 32K and 64K over evaluation seeds."""
+RP_TAB15_MAX_STD = 0.17
+
+
+def _headline(s: Scores, suite, p: Profile, length: int) -> tuple[float | None, str]:
+    """RULER over the tasks the base can do when there are any, else over all 13."""
+    doable = doable_ruler(suite, p)
+    if doable:
+        return s.average(doable, length), f"RULER-doable ({len(doable)} tasks)"
+    return s.average(RULER_TASKS, length), "RULER-13"
+
+
+# -- RP-Tab1/2 -----------------------------------------------------------------------------------
+def rp_tab1_2(suite, p: Profile) -> Report:
+    """Per-task RULER at the target (Table 2 shape) and RULER average per length (Table 1 shape)."""
+    target = p.extend.target_window
+    can = base_can_do(suite, p)
+    doable = doable_ruler(suite, p)
+    cols = ["model", "source", "Avg-13", "Avg-doable", *SHORT.values()]
+    rows = [{"model": "base can do it at its window", "source": f"base @{p.base.window}", "Avg-13": "",
+             "Avg-doable": f"{len(doable)} tasks", **{SHORT[t]: can[t]["label"] for t in ruler_in_suite(p)}}]
+    avg = {}
+    for name in suite:
+        s = _scores(suite, name, "suite")
+        avg[name] = s.average(RULER_TASKS, target)
+        rows.append({"model": name, "source": f"ours @{target}",
+                     "Avg-13": show(avg[name], _missing(s, RULER_TASKS, target)),
+                     "Avg-doable": show(s.average(doable, target), "n/a (no task the base can do)"),
+                     **{SHORT[t]: s.cell(t, target) for t in ruler_in_suite(p)}})
+    for name, vals in RP_TAB2.items():
+        rows.append({"model": RP_NAMES[name], "source": "paper (Llama-3-8B-I, 64K)", "Avg-13": vals[0],
+                     "Avg-doable": "-", **dict(zip(SHORT.values(), vals[1:]))})
+    len_cols = ["model", *(f"RULER-13 @{L}" for L in p.eval.lengths), *(f"RULER-doable @{L}" for L in p.eval.lengths),
+                "paper RULER 32K / 64K", "scale"]
+    by_len = []
+    for name in suite:
+        s = _scores(suite, name, "suite")
+        r = {"model": name}
+        for L in p.eval.lengths:
+            r[f"RULER-13 @{L}"] = show(s.average(RULER_TASKS, L), _missing(s, RULER_TASKS, L))
+            r[f"RULER-doable @{L}"] = show(s.average(doable, L), "n/a (no task the base can do)")
+        pap = RP_TAB1.get(name)
+        r["paper RULER 32K / 64K"] = f"{RP_NAMES[name]} {pap[0]} / {pap[1]}" if pap else "-"
+        r["scale"] = scale_note(p)
+        by_len.append(r)
+    head = {n: _headline(_scores(suite, n, "suite"), suite, p, target)[0] for n in suite}
+    metric = _headline(Scores(None), suite, p, target)[1]
+    verdict, how = direction_agrees(head, {k: v[1] for k, v in RP_TAB1.items()})
+    ours = "; ".join(f"{n} Avg-13 {show(avg[n])}, {metric} {show(head[n])}" for n in suite)
+    cap = (f"RP-Tab2 analog: RULER per task (percent) at the target {target}, with the paper's rows. "
+           f"{_doable_caption(suite, p, RULER_TASKS)} Scale: {scale_note(p)}.")
+    cap1 = f"RP-Tab1 analog: RULER average per evaluation length. Scale: {scale_note(p)}."
+    return Report("RP-Tab1/2", [{"name": "RP-Tab1-2", "rows": rows, "columns": cols, "caption": cap},
+                                {"name": "RP-Tab1-2-lengths", "rows": by_len, "columns": len_cols, "caption": cap1}],
+                  ours=f"@{target}: {ours}", agrees=verdict, note=f"{metric} at the target: {how}")
+
+
+# -- RP-Fig1a ------------------------------------------------------------------------------------
+def rp_fig1a(suite, p: Profile) -> tuple[dict[str, list[float | None]], Report]:
+    """Accuracy by answer-depth decile of ``eval.decile_task`` at the target, per checkpoint."""
+    task, target = p.eval.decile_task, p.extend.target_window
+    curves, rows, stats = {}, [], {}
+    for name in suite:
+        s = _scores(suite, name, "deciles")
+        rs = [r for r in s.rows if r["task"] == task]
+        if not rs:
+            rows.append({"model": name, "decile": "all", "accuracy": "n/a (not evaluated)", "n": 0})
+            continue
+        curve = accuracy_by_depth_decile(rs, task)
+        curves[name] = curve
+        vals = [v for v in curve if v is not None]
+        stats[name] = (mean(vals), max(vals) - min(vals))
+        for i, v in enumerate(curve):
+            rows.append({"model": name, "decile": f"{i / 10:.1f}-{(i + 1) / 10:.1f}", "accuracy": show(v),
+                         "n": sum(min(int(r["depth"] * 10), 9) == i for r in rs)})
+    for name, (m, spread) in stats.items():
+        rows.append({"model": name, "decile": "mean / spread (max-min)", "accuracy": f"{pct(m)} / {pct(spread)}",
+                     "n": ""})
+    ours_rp = [n for n in RP_METHODS if n in stats]
+    if ours_rp and "flt" in stats:
+        hits = [(stats[n][1] < stats["flt"][1]) + (stats[n][0] > stats["flt"][0]) for n in ours_rp]
+        verdict = "yes" if min(hits) == 2 else "no" if max(hits) == 0 else "partly"
+        how = "self-distillation flatter (smaller spread) and higher (mean) than FLT"
+    else:
+        verdict, how = "n/a", "no self-distillation checkpoint yet; curves shown for what exists"
+    can = base_can_do(suite, p).get(task, {"label": "n/a (not in suite)"})
+    ours = "; ".join(f"{n} mean {pct(m)}, spread {pct(sp)}" for n, (m, sp) in stats.items())
+    cap = (f"RP-Fig1a data: {task} accuracy (percent) by needle-depth decile at the target {target}, "
+           f"{p.eval.decile_samples} samples per decile. Base can do {task} at its window: {can['label']}. "
+           f"Scale: {scale_note(p)}.")
+    table = {"name": "RP-Fig1a", "rows": rows, "columns": ["model", "decile", "accuracy", "n"], "caption": cap}
+    return curves, Report("RP-Fig1a", [table], ours=ours, agrees=verdict, note=how)
+
+
+# -- RP-Tab14 ------------------------------------------------------------------------------------
+def rp_tab14(suite, p: Profile) -> Report:
+    """NIAH-position accuracy per ordinal at the target per checkpoint."""
+    target = p.extend.target_window
+    specs = [s for s in POSITION_SPECS if s in p.eval.suite_tasks]
+    can = base_can_do(suite, p)
+    rows = [{"model": "base can do it at its window", **{sp.split("=")[1]: can[sp]["label"] for sp in specs}}]
+    avg = {}
+    for name in suite:
+        s = _scores(suite, name, "suite")
+        avg[name] = s.average(specs, target)
+        pap = RP_TAB14.get(name)
+        rows.append({"model": name, **{sp.split("=")[1]: s.cell(sp, target) for sp in specs},
+                     "mean": show(avg[name], _missing(s, specs, target)),
+                     "paper (64K NIAH-position)": f"{RP_NAMES[name]} {pap}" if pap else "-", "scale": scale_note(p)})
+    verdict, how = direction_agrees(avg, RP_TAB14)
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    cap = (f"RP-Tab14 analog: NIAH-position (4 occurrences of one key) accuracy (percent) per ordinal at the "
+           f"target {target}. {_doable_caption(suite, p, specs)} Scale: {scale_note(p)}.")
+    return Report("RP-Tab14", [{"name": "RP-Tab14", "rows": rows, "columns": cols, "caption": cap}],
+                  ours="; ".join(f"{n} {show(v)}" for n, v in avg.items()), agrees=verdict,
+                  note=f"mean over ordinals at the target: {how}")
+
+
+# -- RP-Tab15 ------------------------------------------------------------------------------------
+def seed_rows(suite, name: str, p: Profile) -> list[dict]:
+    """RULER rows at the target from every evaluation seed (suite part + seeds part), ``seed`` = eval seed."""
+    target = p.extend.target_window
+    out = []
+    for part in ("suite", "seeds"):
+        for r in _scores(suite, name, part).rows:
+            if r["length"] == target and r["task"] in RULER_TASKS:
+                out.append({**r, "seed": r.get("eval_seed", 0)})
+    return out
+
+
+def rp_tab15(suite, p: Profile) -> Report:
+    """Mean and sample std over evaluation seeds of RULER-13 and RULER-doable at the target."""
+    target = p.extend.target_window
+    doable = doable_ruler(suite, p)
+    rows, stats = [], {}
+    for name in suite:
+        rs = seed_rows(suite, name, p)
+        row = {"model": name}
+        for label, tasks in (("RULER-13", RULER_TASKS), ("RULER-doable", doable)):
+            def agg(rows_, tasks=tasks):
+                v = Scores({"results": rows_}).average(tasks, target)
+                if v is None:
+                    raise ValueError("missing tasks")
+                return v
+            try:
+                m, sd, n = mean_std(rs, agg) if rs and tasks else (None, None, 0)
+            except ValueError:
+                m, sd, n = None, None, 0
+            why = (_missing(_scores(suite, name, "suite"), tasks, target) if tasks
+                   else "n/a (no task the base can do)")
+            row[f"{label} mean (std) @{target}"] = f"{pct(m)} ({100 * sd:.2f})" if m is not None else why
+            if label == "RULER-doable" or (label == "RULER-13" and not doable):
+                if m is not None:
+                    stats[name] = (100 * m, 100 * sd, n)
+        row["seeds"] = len({r["seed"] for r in rs})
+        pap = RP_TAB15.get(name)
+        row["paper RULER 32K / 64K mean (std)"] = (f"{RP_NAMES[name]} {pap[0][0]} ({pap[0][1]}) / {pap[1][0]} "
+                                                   f"({pap[1][1]})" if pap else "-")
+        row["scale"] = scale_note(p)
+        rows.append(row)
+    metric = f"RULER-doable ({len(doable)} tasks)" if doable else "RULER-13"
+    if not stats or max(n for *_, n in stats.values()) < 2:
+        verdict, how = "n/a", "fewer than two evaluation seeds with complete results"
+    else:
+        worst = max(sd for _, sd, _ in stats.values())
+        means = sorted(m for m, _, _ in stats.values())
+        gap = min((b - a for a, b in zip(means, means[1:])), default=None)
+        if worst <= RP_TAB15_MAX_STD:
+            verdict, how = "yes", f"max std {worst:.2f} <= {RP_TAB15_MAX_STD} points"
+        elif gap is not None and worst < gap:
+            verdict, how = "partly", (f"max std {worst:.2f} points is above the paper's {RP_TAB15_MAX_STD} but below "
+                                      f"the smallest gap between checkpoints ({gap:.2f})")
+        else:
+            verdict, how = "no", f"max std {worst:.2f} points" + (
+                f" >= smallest gap {gap:.2f}" if gap is not None else "")
+    ours = "; ".join(f"{n} {m:.1f} ({sd:.2f}) over {k} seeds" for n, (m, sd, k) in stats.items()) or "n/a"
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    cap = (f"RP-Tab15 analog: mean (sample std) over evaluation seeds of RULER (percent) at the target {target}; "
+           f"each seed draws fresh examples. {_doable_caption(suite, p, RULER_TASKS)} Scale: {scale_note(p)}.")
+    return Report("RP-Tab15", [{"name": "RP-Tab15", "rows": rows, "columns": cols, "caption": cap}],
+                  ours=f"{metric}: {ours}", agrees=verdict, note=how)
+
+
+# -- RP-Tab4/5 -----------------------------------------------------------------------------------
+def rp_tab4_5(suite, p: Profile) -> Report:
+    """RULER beyond the target: without RoPE change (when in the grid) and with YaRN per factor."""
+    target = p.extend.target_window
+    doable = doable_ruler(suite, p)
+    rows, head = [], {}
+    first = p.eval.yarn_factors[0] if p.eval.yarn_factors else None
+    for name in suite:
+        s = _scores(suite, name, "suite")
+        row = {"model": name, f"RULER-13 @{target}": show(s.average(RULER_TASKS, target),
+                                                          _missing(s, RULER_TASKS, target))}
+        for f in p.eval.yarn_factors:
+            L = int(round(f * target))
+            y = _scores(suite, name, f"yarn{f:g}")
+            if L in p.eval.lengths:
+                row[f"RULER-13 @{L} no YaRN"] = show(s.average(RULER_TASKS, L), _missing(s, RULER_TASKS, L))
+            row[f"RULER-13 YaRN {f:g}x @{L}"] = show(y.average(RULER_TASKS, L), _missing(y, RULER_TASKS, L))
+            row[f"RULER-doable YaRN {f:g}x @{L}"] = show(y.average(doable, L), "n/a (no task the base can do)")
+            if f == first:
+                head[name] = _headline(y, suite, p, L)[0]
+        pap = RP_TAB4.get(name)
+        row["paper YaRN 2x / 4x (Llama 128K / 256K)"] = f"{RP_NAMES[name]} {pap[0]} / {pap[1]}" if pap else "-"
+        row["scale"] = scale_note(p)
+        rows.append(row)
+    verdict, how = direction_agrees(head, {k: v[0] for k, v in RP_TAB4.items()}) if first else ("n/a", "no YaRN factor")
+    metric = f"RULER-doable ({len(doable)} tasks)" if doable else "RULER-13"
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    cap = (f"RP-Tab4/5 analog: RULER (percent) beyond the target {target} with YaRN at evaluation time "
+           f"(base: from its {p.base.window} window; extended checkpoints: from {target}). "
+           f"{_doable_caption(suite, p, RULER_TASKS)} Scale: {scale_note(p)}.")
+    return Report("RP-Tab4/5", [{"name": "RP-Tab4-5", "rows": rows, "columns": cols, "caption": cap}],
+                  ours=f"{metric} YaRN {first:g}x: " + "; ".join(f"{n} {show(v)}" for n, v in head.items())
+                  if first else "", agrees=verdict, note=how)

@@ -1,0 +1,123 @@
+"""What the base model can do, tidy result rows, and the testbed verdicts (TB-NIAH, TB-BaseLoss, TB-ExtLoss).
+
+"A table of zeros teaches nothing": every paper's table flags the tasks the base model cannot do at
+its own window (accuracy below ``eval.doable_threshold``, :func:`base_can_do`) and gives RULER
+averages over the tasks the base can do (:func:`doable_ruler`) beside all 13.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from repro.profiles import Profile
+from repro.reports.common import Report, _scores, label, pct
+from repro.tasks.summary import ruler_in_suite
+
+
+# -- what the base can do ------------------------------------------------------------------------
+def base_can_do(suite: Mapping[str, Mapping[str, Any]], p: Profile) -> dict[str, dict]:
+    """Per suite task: base accuracy at the base window, ``doable`` (True/False/None) and a label."""
+    window, thr = p.base.window, p.eval.doable_threshold
+    s = _scores(suite, "base", "suite")
+    out = {}
+    for t in p.eval.suite_tasks:
+        acc = s.mean(t, window)
+        if "base" not in suite:
+            out[t] = {"acc": None, "doable": None, "label": "n/a (no base checkpoint)"}
+        elif acc is None:
+            out[t] = {"acc": None, "doable": None, "label": s.why(t, window)}
+        else:
+            ok = acc >= thr
+            out[t] = {"acc": acc, "doable": ok, "label": f"{'yes' if ok else 'no'} ({pct(acc)})"}
+    return out
+
+
+def doable_ruler(suite, p: Profile) -> tuple[str, ...]:
+    can = base_can_do(suite, p)
+    return tuple(t for t in ruler_in_suite(p) if can[t]["doable"])
+
+
+def _doable_caption(suite, p: Profile, tasks: Sequence[str]) -> str:
+    can = base_can_do(suite, p)
+    no = [label(t) for t in tasks if can[t]["doable"] is False]
+    na = [label(t) for t in tasks if can[t]["doable"] is None]
+    parts = [f"Base can do it at its window ({p.base.window} tokens, accuracy >= "
+             f"{100 * p.eval.doable_threshold:g}%): {sum(bool(can[t]['doable']) for t in tasks)}/{len(tasks)} tasks"]
+    if no:
+        parts.append(f"cannot: {', '.join(no)}")
+    if na:
+        parts.append(f"not measurable: {', '.join(na)}")
+    return "; ".join(parts) + "."
+
+
+# -- tidy results --------------------------------------------------------------------------------
+TIDY_COLUMNS = ("model", "part", "task", "length", "depth", "eval_seed", "seed", "n_tokens", "score", "status",
+                "prediction", "references")
+
+
+def tidy_rows(suite) -> list[dict]:
+    """Every result (one per task x length x depth x seed) and every skipped cell, as flat rows."""
+    out = []
+    for name, parts in suite.items():
+        for part, rec in parts.items():
+            for r in rec.get("results", []):
+                out.append({"model": name, "part": part, **{k: r.get(k) for k in TIDY_COLUMNS[2:9]},
+                            "eval_seed": r.get("eval_seed", 0), "status": "ok", "prediction": r["prediction"],
+                            "references": " | ".join(r["references"])})
+            for sk in rec.get("skipped", []):
+                out.append({"model": name, "part": part, "task": sk["task"], "length": sk["length"],
+                            "depth": sk["depth"], "eval_seed": sk.get("eval_seed", 0),
+                            "status": f"n/a (min length {sk['minimum']})"})
+    return out
+
+
+def tidy_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    """:func:`tidy_rows` as CSV text (columns :data:`TIDY_COLUMNS`)."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(TIDY_COLUMNS), extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def task_percent(suite, p: Profile, length: int) -> dict[str, dict[str, float | None]]:
+    """Checkpoint -> short task label -> accuracy in percent at ``length`` (None when n/a)."""
+    return {n: {label(t): pct(_scores(suite, n, "suite").mean(t, length)) for t in p.eval.suite_tasks} for n in suite}
+
+
+# -- testbed verdicts (training and evaluation notebooks) -----------------------------------------
+def tb_niah(by_length: Mapping[str, Mapping[int, float]], p: Profile,
+            tables: Mapping[str, Mapping[tuple[int, float], float]] | None = None) -> Report:
+    """TB-NIAH: ``niah_single_1`` accuracy of base and FLT; ``yes`` when FLT beats the base at the target.
+
+    ``by_length[name][length]`` is the mean accuracy (:func:`repro.evaluate.accuracy_by_length`);
+    ``tables[name][(length, depth)]`` (:func:`repro.evaluate.accuracy_table`), when given, becomes the table.
+    """
+    tabs = []
+    if tables is not None:
+        rows = [{"model": name, "length": L, "depth": d, "accuracy": acc, "n": p.eval.samples}
+                for name, t in tables.items() for (L, d), acc in t.items()]
+        tabs.append({"name": "TB-NIAH", "rows": rows, "columns": list(dict.fromkeys(k for r in rows for k in r)),
+                     "caption": f"niah_single_1, {p.eval.samples} samples per cell, {p.name} profile"})
+    base_acc, flt_acc = by_length["base"][p.base.window], by_length["flt"][p.extend.target_window]
+    return Report("TB-NIAH", tabs,
+                  ours=f"base @{p.base.window}: {base_acc:.2f}; FLT @{p.extend.target_window}: {flt_acc:.2f}; "
+                       f"base @{p.extend.target_window}: {by_length['base'][p.extend.target_window]:.2f}",
+                  agrees="yes" if flt_acc > by_length["base"][p.extend.target_window] else "no")
+
+
+def tb_base_loss(metrics: Sequence[Mapping[str, Any]]) -> Report:
+    """TB-BaseLoss: steps, final loss and running train exact match of the base curriculum (nothing to agree with)."""
+    state = metrics[-1]
+    return Report("TB-BaseLoss", ours=f"{len(metrics)} steps; final loss {state['loss']:.3f}; "
+                  f"running train exact match {state['method_em']:.2f}", agrees="n/a")
+
+
+def tb_ext_loss(ext: Mapping[str, Sequence[Mapping[str, Any]]]) -> Report:
+    """TB-ExtLoss: final loss and training throughput (tokens per second over all steps) of each extension arm."""
+    tps = {name: sum(m["tokens"] for m in ms) / sum(m["seconds"] for m in ms) for name, ms in ext.items()}
+    return Report("TB-ExtLoss", ours="; ".join(f"{n}: final loss {ms[-1]['loss']:.3f}, {tps[n]:.0f} tok/s"
+                                               for n, ms in ext.items()), agrees="n/a")

@@ -1,0 +1,60 @@
+"""Finished checkpoints by arm name (:mod:`repro.methods.arms`): where they are, which exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from repro.profiles import Profile
+from repro.stages.cache import as_profile, stage_dir
+from repro.stages.extension import extension_arms
+from repro.stages.keys import base_key, extension_key, merge_key, replay_key
+
+
+def checkpoint_path(profile: Profile | str, name: str, run_dir: str | Path = "runs") -> Path:
+    """Path of a finished checkpoint by name; error if missing.
+
+    Names: ``base``, an extension arm (``flt``, ``pose``, ``longrecipe_r10``, ...), ``<arm>+replay``
+    (after pretraining-data replay) and ``<arm>+merge`` (replayed model merged with the base, Eq. 8).
+    """
+    from repro.methods import parse_arm
+
+    p = as_profile(profile)
+    a = parse_arm(name)
+    if a.stage == "base":
+        path = Path(p.model.pretrained) if p.model.pretrained else stage_dir(run_dir, p, "base", base_key(p)) / "final"
+    elif a.stage == "replay":
+        path = stage_dir(run_dir, p, f"replay-{a.arm}", replay_key(p, a.arm)) / "final"
+    elif a.stage == "merge":
+        path = stage_dir(run_dir, p, f"merge-{a.arm}", merge_key(p, a.arm)) / "final"
+    else:
+        path = stage_dir(run_dir, p, f"extend-{a.arm}", extension_key(p, a.arm)) / "final"
+    if not p.model.pretrained and not path.exists():
+        raise FileNotFoundError(f"checkpoint {name!r} for profile {p.name!r} not found at {path}; "
+                                "run the training notebook first (python -m repro reproduce --only training)")
+    return path
+
+
+def available_checkpoints(profile: Profile | str, run_dir: str | Path = "runs") -> list[str]:
+    """Names of the finished checkpoints in ``run_dir``: ``base``, extension arms, ratio arms, replay/merge."""
+    from repro.methods.arms import STAGES
+
+    p = as_profile(profile)
+    out = []
+    names = ["base", *extension_arms(p)]
+    names += [f"{m}+{stage}" for m in p.longrecipe.replay_methods for stage in STAGES]
+    for name in names:
+        try:
+            checkpoint_path(p, name, run_dir)
+        except FileNotFoundError:
+            continue
+        out.append(name)
+    return out
+
+
+def checkpoint_rope_theta(profile: Profile | str, name: str, run_dir: str | Path = "runs") -> float:
+    """The RoPE base in a checkpoint's config (what a YaRN override must keep)."""
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.from_pretrained(str(checkpoint_path(profile, name, run_dir)))
+    params = getattr(cfg, "rope_parameters", None) or {}
+    return float(params.get("rope_theta", getattr(cfg, "rope_theta", as_profile(profile).model.rope_theta)))

@@ -1,0 +1,116 @@
+"""The corpus stage: read the sources, train (or load) the tokenizer, tokenize, write a manifest."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from repro.data.corpus import Document, iter_source, manifest
+from repro.data.synthetic import CorpusRows
+from repro.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
+from repro.io import atomic_dir, atomic_write_json, atomic_write_text, read_json, read_jsonl
+from repro.profiles import Profile
+from repro.stages.cache import as_profile, reuse, stage_dir
+from repro.stages.keys import corpus_key
+
+
+@dataclass
+class Corpus:
+    """The built corpus: documents, their token arrays and the manifest."""
+
+    path: Path
+    documents: list[Document]
+    tokens: np.ndarray
+    offsets: np.ndarray
+    sources: list[str]
+    manifest: dict
+
+    def rows(self, sources: tuple[str, ...] | None = None, weight: float = 1.0) -> CorpusRows:
+        """Language-modelling rows over documents of ``sources`` (default: every non-synthetic source)."""
+        keep = [i for i, s in enumerate(self.sources) if (s in sources if sources else s != "synthetic")]
+        parts = [self.tokens[self.offsets[i]:self.offsets[i + 1]] for i in keep]
+        toks = np.concatenate(parts) if parts else np.zeros(0, dtype=self.tokens.dtype)
+        offs = np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
+        return CorpusRows(toks, offs, weight)
+
+
+def _read_documents(p: Profile) -> list[Document]:
+    docs: list[Document] = []
+    for spec in p.corpus.sources:
+        docs += list(iter_source(spec, p.corpus.max_bytes_per_source, p.corpus.synthetic_docs, p.corpus.seed))
+    if not docs:
+        raise ValueError(f"corpus sources {p.corpus.sources} produced no documents")
+    return docs
+
+
+def _tokenizer_sample(docs: list[Document], cap: int | None) -> list[str]:
+    """Round-robin over sources until ``cap`` bytes, so every source shapes the vocabulary."""
+    by_src: dict[str, list[str]] = {}
+    for d in docs:
+        by_src.setdefault(d.source, []).append(d.text)
+    out, used, i = [], 0, 0
+    while cap is None or used < cap:
+        progressed = False
+        for texts in by_src.values():
+            if i < len(texts):
+                t = texts[i][:200_000]
+                out.append(t)
+                used += len(t)
+                progressed = True
+        if not progressed:
+            break
+        i += 1
+    return out
+
+
+def build_corpus(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False) -> Corpus:
+    """Read the sources, train (or load) the tokenizer, tokenize, and write the manifest."""
+    p = as_profile(profile)
+    path = stage_dir(run_dir, p, "corpus", corpus_key(p))
+    if reuse(path, "manifest.json", force) is None:
+        t0 = time.perf_counter()
+        docs = _read_documents(p)
+        if p.tokenizer.pretrained:
+            from transformers import AutoTokenizer
+            tok = AutoTokenizer.from_pretrained(p.tokenizer.pretrained)
+        else:
+            tok = train_tokenizer(_tokenizer_sample(docs, p.tokenizer.train_bytes), p.tokenizer.vocab_size)
+        enc = tok([d.text for d in docs], add_special_tokens=False).input_ids
+        ids = [[tok.bos_token_id, *e] for e in enc]
+        counts = [len(e) for e in ids]
+        with atomic_dir(path) as tmp:
+            save_tokenizer(tok, tmp / "tokenizer")
+            dtype = np.uint16 if len(tok) < 65_536 else np.int32
+            np.save(tmp / "tokens.npy", np.concatenate([np.asarray(e, dtype=dtype) for e in ids]))
+            np.save(tmp / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+            atomic_write_text(tmp / "documents.jsonl", "".join(
+                json.dumps({"source": d.source, "name": d.name, "text": d.text}) + "\n" for d in docs))
+            m = manifest(docs, counts)
+            m.update(tokenizer={"vocab_size": len(tok), "pretrained": p.tokenizer.pretrained},
+                     build_seconds=round(time.perf_counter() - t0, 1), config=p.corpus)
+            atomic_write_json(tmp / "manifest.json", m)
+    return _load_corpus(str(path))
+
+
+@lru_cache(maxsize=4)
+def _load_corpus(path: str) -> Corpus:
+    path = Path(path)
+    recs = read_jsonl(path / "documents.jsonl")
+    docs = [Document(r["text"], r["source"], r["name"]) for r in recs]
+    return Corpus(path, docs, np.load(path / "tokens.npy"), np.load(path / "offsets.npy"),
+                  [d.source for d in docs], read_json(path / "manifest.json"))
+
+
+def get_corpus(profile: Profile | str, run_dir: str | Path = "runs") -> Corpus:
+    """The built corpus (built first if missing)."""
+    return build_corpus(profile, run_dir)
+
+
+def get_tokenizer(profile: Profile | str, run_dir: str | Path = "runs"):
+    """The tokenizer trained (or loaded) by the corpus stage."""
+    return load_tokenizer(build_corpus(profile, run_dir).path / "tokenizer")

@@ -1,0 +1,162 @@
+"""Evaluation stages: a checkpoint on a task grid, on a plan of grids, and the short-window LM loss.
+
+Each result is one JSON record under ``<run_dir>/<profile>/eval/``, keyed by
+the checkpoint path, the grid and any RoPE override (:func:`repro.stages.cache.cached_json`).
+The plans (which grids each paper's tables need) are in :mod:`repro.stages.plans`.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from repro.data.corpus import iter_heldout_code
+from repro.data.tokenizer import load_tokenizer
+from repro.profiles import Profile
+from repro.stages.cache import as_profile, cached_json, eval_path, stage_key
+from repro.stages.checkpoints import checkpoint_path, checkpoint_rope_theta
+from repro.stages.corpus import build_corpus, get_tokenizer
+
+
+def evaluate_checkpoint(profile: Profile | str, name: str, tasks: tuple[str, ...] = ("niah_single_1",),
+                        run_dir: str | Path = "runs", force: bool = False, progress: bool = True,
+                        rope: dict | None = None, *, lengths: tuple[int, ...] | None = None,
+                        depths: tuple[float, ...] | None = None, samples: int | None = None,
+                        seeds: tuple[int, ...] | None = None, record: bool = False):
+    """Evaluate a named checkpoint on the profile's grid (cached as JSON).
+
+    ``lengths``, ``depths``, ``samples`` and ``seeds`` (evaluation seeds, see
+    :class:`repro.evaluate.EvalGrid`) override the profile's ``eval`` grid.
+    Cells too short for their task are skipped and listed under ``skipped``.
+    Returns the result rows, or with ``record=True`` the whole cached record
+    (``results``, ``skipped``, ``seconds``, ``grid``, ``checkpoint``, ``rope``).
+    """
+    from repro.evaluate import EvalGrid, run_grid
+    from repro.models import load_model
+
+    p = as_profile(profile)
+    ckpt = checkpoint_path(p, name, run_dir)
+    grid = EvalGrid(tasks=tuple(tasks), lengths=tuple(lengths or p.eval.lengths),
+                    depths=tuple(depths or p.eval.depths), samples=samples or p.eval.samples,
+                    seed=p.eval.seed, batch_size=p.eval.batch_size, eval_seeds=tuple(seeds or (0,)))
+    key = stage_key("eval", {"ckpt": str(ckpt), "grid": grid, "rope": rope})
+
+    def compute() -> dict:
+        model = load_model(ckpt, rope=rope, max_positions=max(*p.eval.lengths, *grid.lengths) * 2)
+        tok = load_tokenizer(ckpt) if (ckpt / "tokenizer.json").exists() else get_tokenizer(p, run_dir)
+        t0 = time.perf_counter()
+        skipped: list[dict] = []
+        results = run_grid(model, tok, grid, progress=progress, label=name, skipped=skipped)
+        return {"checkpoint": str(ckpt), "model": name, "seconds": time.perf_counter() - t0, "grid": grid,
+                "rope": rope, "skipped": skipped, "results": results}
+
+    rec = cached_json(eval_path(run_dir, p, f"{name}-{key}"), force, compute)
+    return rec if record else rec["results"]
+
+
+def run_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
+              progress: bool = True) -> dict[str, dict]:
+    """Evaluate a checkpoint on every part of :func:`repro.stages.plans.suite_plan`; part -> cached record."""
+    from repro.stages.plans import suite_plan
+
+    p = as_profile(profile)
+    return _run_plan(p, name, suite_plan(p, name, rope_theta=checkpoint_rope_theta(p, name, run_dir)), run_dir,
+                     force, progress)
+
+
+def _run_plan(p: Profile, name: str, plan: dict[str, dict], run_dir: str | Path, force: bool,
+              progress: bool) -> dict[str, dict]:
+    """Evaluate every part of a plan (part -> ``evaluate_checkpoint`` kwargs); part -> cached record."""
+    return {part: evaluate_checkpoint(p, name, run_dir=run_dir, force=force, progress=progress, record=True, **kw)
+            for part, kw in plan.items()}
+
+
+def short_lm_windows(p: Profile, run_dir: str | Path = "runs") -> tuple[list[np.ndarray], str]:
+    """Windows of ``base.window`` tokens for the short-window LM loss, and where they come from.
+
+    Held out when possible: the first window of each of ``longrecipe.short_lm_windows`` stdlib
+    test modules (never in the corpus). Without Python's test suite: corpus windows drawn with
+    a fixed seed (seen in training; labelled so).
+    """
+    n, w = p.longrecipe.short_lm_windows, p.base.window
+    tok = get_tokenizer(p, run_dir)
+    windows = []
+    for doc in iter_heldout_code(4 * n):
+        ids = tok(doc.text[:16 * w]).input_ids  # a prefix is enough for the first window (modules run to 100 KB)
+        if len(ids) < w + 16:
+            ids = tok(doc.text).input_ids
+        if len(ids) >= w:
+            windows.append(np.asarray(ids[:w], dtype=np.int64))
+        if len(windows) == n:
+            return windows, "held out: stdlib test modules (not in the corpus)"
+    rows = build_corpus(p, run_dir).rows()
+    rng = np.random.default_rng(4242)
+    return [rows.segment(rng, w, whole=True).tokens for _ in range(n)], "corpus windows (seen in training)"
+
+
+def short_lm_loss(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False) -> dict:
+    """Short-window language-modelling loss: the stand-in for general abilities (LongRecipe Tab. 1-2).
+
+    Mean next-token cross-entropy (nats) of the named checkpoint on :func:`short_lm_windows`;
+    returns ``{"loss", "windows", "tokens", "window", "source"}``.
+    """
+    import torch
+
+    from repro.models import forward, load_model
+
+    p = as_profile(profile)
+    ckpt = checkpoint_path(p, name, run_dir)
+    n, w = p.longrecipe.short_lm_windows, p.base.window
+    key = stage_key("lmloss", {"ckpt": str(ckpt), "n": n, "w": w})
+
+    def compute() -> dict:
+        windows, source = short_lm_windows(p, run_dir)
+        model = load_model(ckpt).eval()
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for toks in windows:
+                ids = torch.as_tensor(toks[None])
+                logits = forward(model, ids).logits[0, :-1].float()
+                total += float(torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum"))
+                count += ids.shape[1] - 1
+        return {"checkpoint": str(ckpt), "loss": total / count, "windows": len(windows), "tokens": count,
+                "window": w, "source": source}
+
+    return cached_json(eval_path(run_dir, p, f"lmloss-{name}-{key}"), force, compute)
+
+
+def run_lr_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
+                 progress: bool = True) -> dict[str, dict]:
+    """Evaluate a checkpoint on the LongRecipe grid (:func:`repro.stages.plans.lr_plan`).
+
+    LR-Tab1's arms also get the YaRN column; replayed and merged checkpoints (LR-Tab2) only the
+    short-window part. Returns part -> cached record.
+    """
+    from repro.methods import parse_arm
+    from repro.reports.longrecipe import TAB1_ARMS
+    from repro.stages.plans import lr_plan
+
+    p = as_profile(profile)
+    plan = lr_plan(p, name, checkpoint_rope_theta(p, name, run_dir), yarn=name in TAB1_ARMS)
+    if parse_arm(name).stage != "extend":  # the base, replayed and merged models: short-window part only
+        plan = {"short": plan["short"]}
+    return _run_plan(p, name, plan, run_dir, force, progress)
+
+
+def general_abilities(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False) -> dict:
+    """The paper's general-ability benchmarks (``longrecipe.general_benchmarks``) on a checkpoint, cached.
+
+    Runs lm-evaluation-harness (:func:`repro.general.lm_eval_scores`; GPU profile). Returns
+    ``{}`` when no benchmark is configured (the tiny profile uses :func:`short_lm_loss` instead).
+    """
+    from repro.general import lm_eval_scores
+
+    p = as_profile(profile)
+    tasks = p.longrecipe.general_benchmarks
+    if not tasks:
+        return {}
+    ckpt = checkpoint_path(p, name, run_dir)
+    key = stage_key("general", {"ckpt": str(ckpt), "tasks": tasks})
+    return cached_json(eval_path(run_dir, p, f"general-{name}-{key}"), force, lambda: lm_eval_scores(ckpt, tasks))

@@ -1,0 +1,99 @@
+"""The extension stage: every arm continues the same base checkpoint towards the target window."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from repro.data.synthetic import CorpusRows
+from repro.io import read_jsonl
+from repro.profiles import Profile
+from repro.stages.base import train_base
+from repro.stages.cache import as_profile, reuse, stage_dir
+from repro.stages.corpus import build_corpus
+from repro.stages.keys import extension_key
+
+
+def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | Path = "runs", force: bool = False,
+                    progress: bool = True) -> Path:
+    """Extend the base model to the target window with a named arm (:mod:`repro.methods.arms`);
+    returns ``final``. Arms that select anchor sentences run the impactful-token analysis first."""
+    from repro.data.tokenizer import load_tokenizer
+    from repro.methods import extension_spec
+    from repro.models import load_model, rope_parameters
+    from repro.train import Trainer, TrainConfig
+
+    p = as_profile(profile)
+    spec = extension_spec(method)
+    out = stage_dir(run_dir, p, f"extend-{method}", extension_key(p, method))
+    if (done := reuse(out, "final", force)) is not None:
+        return done
+    e = p.extend
+    if e.deepspeed_config:
+        raise NotImplementedError(
+            f"extend.deepspeed_config={e.deepspeed_config!r}: DeepSpeed training is not wired into the trainer "
+            "yet (repro.accel holds the guarded helpers); set deepspeed_config=None to train single-process")
+    anchors = None
+    if spec.selection == "anchors":
+        # imported here: the analysis stage itself trains FLT through this module
+        from repro.stages.analysis import impactful_tokens
+
+        anchors = impactful_tokens(p, run_dir, progress=progress)["anchors"]
+    base = train_base(p, run_dir, progress=progress)
+    rope = None
+    if e.rope_type != "default" or e.rope_theta is not None:
+        theta = e.rope_theta or p.model.rope_theta
+        rope = rope_parameters(e.rope_type, theta, e.rope_factor, p.base.window)
+    model = load_model(base, rope=rope, attn_implementation=p.model.attn_implementation)
+    corpus = build_corpus(p, run_dir)
+    tok = load_tokenizer(corpus.path / "tokenizer")
+    m = extension_method(p, method, tok, corpus.rows(), anchors)
+    cfg = TrainConfig.from_section(e, e.steps, schedule="cosine")
+    final = Trainer(model, m, cfg, out, progress=progress).train()
+    tok.save_pretrained(final)
+    return final
+
+
+def extension_method(p: Profile, method: str, tokenizer, corpus_rows: CorpusRows, anchors: np.ndarray | None = None,
+                     seed: int | None = None):
+    """The :class:`repro.methods.Extension` of a named arm with the profile's settings (``seed``
+    overrides ``extend.seed``); ``anchors`` are needed by arms that select anchor sentences."""
+    from repro.methods import extension_spec, get_method
+
+    spec, e = extension_spec(method), p.extend
+    return get_method("extension", name=method, spec=spec, target=e.target_window, batch_size=e.batch_size,
+                      retrieval_fraction=e.retrieval_fraction, tokenizer=tokenizer, corpus=corpus_rows,
+                      seed=e.seed if seed is None else seed, context_weight=e.context_weight,
+                      train_tasks=e.train_tasks, sample_len=spec.resolve_len(e.target_window, p.longrecipe.sample_ratio),
+                      anchors=anchors)
+
+
+def extension_arms(profile: Profile | str, paper: str = "all") -> tuple[str, ...]:
+    """The extension arms the training notebook trains for ``paper`` (:mod:`repro.papers`).
+
+    FLT is the testbed's shared extension (every paper compares against it); LongRecipe adds its
+    Table 1 and Table 3 arms and the token-ratio arms of ``longrecipe.ratios`` (Table 4).
+    """
+    from repro.methods import EXTENSION_METHODS, ratio_arm
+    from repro.papers import includes
+
+    p = as_profile(profile)
+    if not includes(paper, "longrecipe"):
+        return ("flt",)
+    arms = list(EXTENSION_METHODS)
+    arms += [n for n in (ratio_arm(r, p.longrecipe.sample_ratio) for r in p.longrecipe.ratios) if n not in arms]
+    return tuple(arms)
+
+
+def metrics(path: Path) -> list[dict]:
+    """The metrics log of a training stage (``path`` is its ``final`` folder or the stage folder)."""
+    d = path.parent if path.name == "final" else path
+    return read_jsonl(d / "metrics.jsonl")
+
+
+def extension_tokens(path: Path) -> int:
+    """Tokens an extension run trained on (sample tokens, padding excluded), from its metrics."""
+    rows = metrics(path)
+    last = rows[-1]
+    return int(last.get("method_tokens", sum(r["tokens"] for r in rows)))

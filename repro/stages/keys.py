@@ -1,0 +1,59 @@
+"""Every training stage's cache key, in one place (what of the profile each stage depends on).
+
+Keys chain: a stage's key holds its upstream stages' keys, so changing the
+corpus re-trains everything after it. LongRecipe's anchor arms depend on the
+impactful-token analysis, which depends on FLT: :func:`extension_key` and
+:func:`analysis_key` call each other (never for the same arm).
+"""
+
+from __future__ import annotations
+
+from repro.profiles import Profile
+from repro.stages.cache import stage_key
+
+
+def corpus_key(p: Profile) -> str:
+    return stage_key("corpus", {"corpus": p.corpus, "tokenizer": p.tokenizer})
+
+
+def base_key(p: Profile) -> str:
+    return stage_key("base", {"corpus": corpus_key(p), "model": p.model, "base": p.base,
+                              "max_pos": max(p.eval.lengths)})
+
+
+def _spec_key(p: Profile, method: str) -> dict:
+    """What of an arm's spec changes its result (defaults of later fields are left out so that
+    earlier caches stay valid)."""
+    from repro.methods import ExtensionSpec, extension_spec
+
+    spec = extension_spec(method)
+    key = {"transform": spec.transform, "sample_len": spec.sample_len, "params": spec.params}
+    default = ExtensionSpec()
+    if spec.sample_ratio != default.sample_ratio or spec.selection != default.selection:
+        key.update(sample_ratio=spec.sample_ratio, selection=spec.selection,
+                   resolved_len=spec.resolve_len(p.extend.target_window, p.longrecipe.sample_ratio))
+    if spec.selection == "anchors":
+        key["anchors"] = analysis_key(p)
+    return key
+
+
+def extension_key(p: Profile, method: str) -> str:
+    return stage_key("extend", {"base": base_key(p), "extend": p.extend, "method": method,
+                                "spec": _spec_key(p, method)})
+
+
+def analysis_key(p: Profile) -> str:
+    lr = p.longrecipe
+    return stage_key("analysis", {"base": base_key(p), "flt": extension_key(p, "flt"),
+                                  "fields": [lr.analysis_texts, lr.analysis_source, lr.top_fraction,
+                                             lr.anchor_enrichment, lr.anchor_min_count, lr.max_anchor_types],
+                                  "target": p.extend.target_window})
+
+
+def replay_key(p: Profile, method: str) -> str:
+    return stage_key("replay", {"ext": extension_key(p, method),
+                                "lr": [p.longrecipe.replay_token_fraction, p.longrecipe.replay_lr_ratio]})
+
+
+def merge_key(p: Profile, method: str) -> str:
+    return stage_key("merge", {"replay": replay_key(p, method), "lambdas": p.longrecipe.merge_lambdas})

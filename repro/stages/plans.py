@@ -1,0 +1,76 @@
+"""The evaluation plans: what each checkpoint is evaluated on (tasks, lengths, depths, samples, seeds, RoPE).
+
+A plan maps a part name to the keyword arguments of :func:`repro.stages.evaluate_checkpoint`;
+the reports (:mod:`repro.reports`) read the records back by part name. Standalone: imports only the
+profile and the task groups of :mod:`repro.tasks.summary` (never ``repro.reports``, nor the rest of
+``repro.stages``).
+"""
+
+from __future__ import annotations
+
+from repro.profiles import Profile
+from repro.tasks.summary import DECILE_DEPTHS, NIAH_TASKS, RULER_TASKS, ruler_in_suite
+
+__all__ = ["lr_plan", "plan_cost", "ruler_in_suite", "suite_plan", "yarn_rope"]
+
+
+def yarn_rope(p: Profile, name: str, factor: float, rope_theta: float) -> dict:
+    """YaRN reaching ``factor`` x the target from the checkpoint's own training window
+    (the base window for ``base``, the target window for extended checkpoints)."""
+    window = p.base.window if name == "base" else p.extend.target_window
+    length = factor * p.extend.target_window
+    return {"rope_type": "yarn", "rope_theta": float(rope_theta), "factor": float(length / window),
+            "original_max_position_embeddings": int(window)}
+
+
+def suite_plan(p: Profile, name: str = "flt", rope_theta: float | None = None) -> dict[str, dict]:
+    """Parts of the evaluation of one checkpoint -> keyword arguments of ``evaluate_checkpoint``.
+
+    ``suite``: every suite task x length x suite depth (first evaluation seed);
+    ``seeds``: RULER at the target for the other evaluation seeds (RP-Tab15);
+    ``deciles``: the decile task at the target at 10 depths (RP-Fig1a);
+    ``yarn<f>``: RULER at f x the target with a YaRN override (RP-Tab4/5).
+    """
+    ev, target = p.eval, p.extend.target_window
+    ruler = ruler_in_suite(p)
+    cell = {"depths": ev.suite_depths, "samples": ev.suite_samples}
+    plan = {"suite": {"tasks": ev.suite_tasks, "lengths": ev.lengths, "seeds": ev.seeds[:1], **cell}}
+    if len(ev.seeds) > 1 and ruler:
+        plan["seeds"] = {"tasks": ruler, "lengths": (target,), "seeds": ev.seeds[1:], **cell}
+    plan["deciles"] = {"tasks": (ev.decile_task,), "lengths": (target,), "depths": DECILE_DEPTHS,
+                       "samples": ev.decile_samples, "seeds": ev.seeds[:1]}
+    for f in ev.yarn_factors:
+        if ruler:
+            plan[f"yarn{f:g}"] = {"tasks": ruler, "lengths": (int(round(f * target)),), "seeds": ev.seeds[:1],
+                                  "rope": yarn_rope(p, name, f, rope_theta or p.model.rope_theta), **cell}
+    return plan
+
+
+def plan_cost(p: Profile, n_checkpoints: int = 1) -> list[dict]:
+    """Generations and prompt tokens per part (upper bounds: cells too short for a task are skipped)."""
+    rows = []
+    for part, kw in suite_plan(p).items():
+        k = len(kw["tasks"]) * len(kw["depths"]) * kw["samples"] * len(kw["seeds"])
+        rows.append({"part": part, "generations": k * len(kw["lengths"]) * n_checkpoints,
+                     "prompt_tokens": k * sum(kw["lengths"]) * n_checkpoints})
+    rows.append({"part": "total", "generations": sum(r["generations"] for r in rows),
+                 "prompt_tokens": sum(r["prompt_tokens"] for r in rows)})
+    return rows
+
+
+def lr_plan(p: Profile, name: str, rope_theta: float, yarn: bool = False) -> dict[str, dict]:
+    """Evaluation parts of one checkpoint for the LongRecipe tables -> ``evaluate_checkpoint`` kwargs.
+
+    ``ruler``: RULER's 13 tasks at the target window; ``short``: the NIAH tasks at the base window
+    (short-context stand-in); ``yarn``: RULER at ``eval.yarn_factors[0]`` x the target with YaRN
+    (LR-Tab1's extra column; only when ``yarn`` and a factor is configured).
+    """
+    ev, lr, target = p.eval, p.longrecipe, p.extend.target_window
+    cell = {"depths": ev.suite_depths, "seeds": ev.seeds[:1]}
+    plan = {"ruler": {"tasks": RULER_TASKS, "lengths": (target,), "samples": lr.eval_samples, **cell},
+            "short": {"tasks": NIAH_TASKS, "lengths": (p.base.window,), "samples": lr.eval_samples, **cell}}
+    if yarn and ev.yarn_factors:
+        f = ev.yarn_factors[0]
+        plan["yarn"] = {"tasks": RULER_TASKS, "lengths": (int(round(f * target)),), "samples": lr.yarn_samples,
+                        "rope": yarn_rope(p, name, f, rope_theta), **cell}
+    return plan

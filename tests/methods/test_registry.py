@@ -1,0 +1,175 @@
+"""The method registry, the arm-name parser, and the import graph of the package."""
+
+import ast
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from repro.methods import (EXTENSION_METHODS, METHODS, ArmName, Extension, ExtensionSpec, get_method, parse_arm,
+                           register_method)
+from repro.profiles import PROFILES
+from repro.train import OPTIONAL_HOOKS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_unknown_method_lists_registry():
+    with pytest.raises(ValueError, match="allowed: .*base_curriculum"):
+        get_method("yarn-magic")
+
+
+def test_registering_a_second_factory_under_a_taken_name_is_refused():
+    with pytest.raises(ValueError, match="method 'extension' is registered twice"):
+        register_method("extension")(lambda **kw: None)
+    assert METHODS["extension"] is Extension
+
+
+def test_registry_is_filled_from_repro_methods_alone_in_a_fresh_interpreter():
+    code = ("import sys, repro.methods as m; "
+            "print(','.join(sorted(m.METHODS))); "
+            "print(int(any(k == 'repro.stages' or k.startswith('repro.stages.') for k in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    names, stages_loaded = out.stdout.split()
+    assert names == "base_curriculum,extension,replay"
+    assert stages_loaded == "0"  # methods know nothing of the pipeline
+
+
+def _modules() -> list[str]:
+    return sorted(".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+                  for p in (REPO / "repro").rglob("*.py"))
+
+
+def test_every_module_imports_alone_in_a_fresh_interpreter():
+    # each module first in its own interpreter: an import cycle fails here with a partly
+    # initialised module, whatever the import order elsewhere
+    code = ("import importlib, sys\n"
+            "for name in sys.argv[1:]:\n"
+            "    for k in [k for k in sys.modules if k == 'repro' or k.startswith('repro.')]:\n"
+            "        del sys.modules[k]\n"
+            "    importlib.import_module(name)\n")
+    mods = [m for m in _modules() if m != "repro.__main__"]
+    r = subprocess.run([sys.executable, "-c", code, *mods], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_module_level_import_graph_has_no_cycle():
+    """Edges: module-level ``import``/``from ... import`` of ``repro`` modules (imports inside functions
+    are deferred on purpose and left out)."""
+    mods = set(_modules())
+    graph: dict[str, set[str]] = {}
+    for m in mods:
+        path = REPO / Path(*m.split(".")).with_suffix(".py")
+        if not path.exists():
+            path = REPO / Path(*m.split(".")) / "__init__.py"
+        deps = set()
+        for node in ast.parse(path.read_text()).body:
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            deps |= {n for n in names if n in mods and n != m}
+        graph[m] = deps
+    # a package imports its own submodules (repro.methods -> repro.methods.base) and a submodule
+    # its siblings through the package's parent only, so the edge child -> own package is not a cycle
+    for m, deps in graph.items():
+        deps -= {d for d in deps if m.startswith(d + ".")}
+    state: dict[str, int] = {}
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(d):] + [m, d]))
+            if d not in state:
+                visit(d, stack + [m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_every_arm_of_every_profile_resolves_and_yields_a_batch(profile, small_tokenizer, corpus_rows):
+    from repro.stages import extension_arms, extension_method
+
+    p = PROFILES[profile]
+    arms = extension_arms(p)
+    assert arms[0] == "flt" and len(arms) == len(set(arms))
+    if p.extend.target_window > 4096:  # the paper profile's 80K rows are too long for a unit test: 1024
+        p = replace(p, extend=replace(p.extend, target_window=1024, batch_size=2))
+    for arm in arms:
+        assert parse_arm(arm) == ArmName(arm, "extend", parse_arm(arm).ratio)
+        anchors = np.arange(10, 60)  # any anchor ids: the rows must build, whatever the analysis finds
+        m = extension_method(p, arm, small_tokenizer, corpus_rows, anchors)
+        b = m.batch(0)
+        assert b["input_ids"].shape == (p.extend.batch_size, m.sample_len)
+        assert b["position_ids"].max() < p.extend.target_window
+    for arm in p.longrecipe.replay_methods:
+        for stage in ("replay", "merge"):
+            assert parse_arm(f"{arm}+{stage}") == ArmName(arm, stage, parse_arm(arm).ratio)
+
+
+def test_every_registered_method_declares_the_protocol(small_tokenizer, corpus_rows):
+    from repro.profiles import get_profile
+
+    p = get_profile("smoke")
+    built = {
+        "base_curriculum": get_method("base_curriculum", cfg=p.base, tokenizer=small_tokenizer, corpus=corpus_rows,
+                                      vocab_size=len(small_tokenizer)),
+        "replay": get_method("replay", cfg=p.base, tokenizer=small_tokenizer, corpus=corpus_rows,
+                             vocab_size=len(small_tokenizer)),
+        "extension": get_method("extension", name="flt", spec=EXTENSION_METHODS["flt"], target=256, batch_size=2,
+                                retrieval_fraction=0.5, tokenizer=small_tokenizer, corpus=corpus_rows, seed=0),
+    }
+    assert set(built) == set(METHODS)
+    for name, m in built.items():
+        for member in ("name", "batch", "observe", "finished", "state_dict", "load_state_dict"):
+            assert hasattr(m, member), (name, member)
+        for hook in OPTIONAL_HOOKS:
+            assert not hasattr(m, hook) or callable(getattr(m, hook)), (name, hook)
+
+
+def test_replay_starts_at_the_curriculum_last_stage(small_tokenizer, corpus_rows):
+    from repro.profiles import get_profile
+
+    b = get_profile("tiny").base
+    r = get_method("replay", cfg=b, tokenizer=small_tokenizer, corpus=corpus_rows, vocab_size=len(small_tokenizer))
+    full = get_method("base_curriculum", cfg=b, tokenizer=small_tokenizer, corpus=corpus_rows,
+                      vocab_size=len(small_tokenizer))
+    # what the replay stage used to write into the curriculum's state by hand
+    expected = {**full.state_dict(), "phase": "retrieval", "level": len(b.retrieval_lengths) - 1, "final_left": -1}
+    assert r.state_dict() == expected and list(r.state_dict()) == list(expected)
+    assert r.name == "replay" and full.name == "base_curriculum"
+    assert r.length() == b.window
+    full.load_state_dict(expected)
+    for step in (0, 5):
+        x, y = r.batch(step), full.batch(step)
+        assert all(np.array_equal(x[k], y[k]) for k in x)
+
+
+@pytest.mark.parametrize("name, err", [
+    ("flt+replays", "unknown arm 'flt\\+replays'"), ("base+merge", "unknown arm 'base\\+merge'"),
+    ("longrecipe_r0", "unknown arm 'longrecipe_r0'"), ("longrecipe_r101+merge", "unknown arm"),
+    ("FLT", "unknown arm 'FLT'; allowed: base, flt, pose"),
+])
+def test_arm_parser_refuses_with_the_allowed_forms(name, err):
+    with pytest.raises(ValueError, match=err):
+        parse_arm(name)
+
+
+def test_arm_parser_round_trips():
+    for name in ("base", "flt", "longrecipe_r20", "pose+replay", "longrecipe_r40+merge"):
+        assert parse_arm(name).name == name
+    assert parse_arm("longrecipe_r20+merge") == ArmName("longrecipe_r20", "merge", 20)
+
+
+def test_a_typo_in_transform_params_names_the_allowed_ones(small_tokenizer, corpus_rows):
+    spec = ExtensionSpec("pose", 100, params={"chunk": 2})
+    with pytest.raises(ValueError, match=r"transform 'pose' got unknown parameter\(s\) \['chunk'\]; allowed: "):
+        Extension("pose_typo", spec, 512, 2, 0.5, small_tokenizer, corpus_rows, 0)
