@@ -39,7 +39,8 @@ def load_deepspeed_config(path: str | Path, global_batch: int, world_size: int =
     cfg = json.loads(path.read_text())
     micro = int(cfg.get("train_micro_batch_size_per_gpu", 1))
     if global_batch % (micro * world_size):
-        raise ValueError(f"global batch {global_batch} is not divisible by micro batch {micro} x world size {world_size}")
+        raise ValueError(f"global batch {global_batch} is not divisible by micro batch {micro} "
+                         f"x world size {world_size}")
     if cfg.get("gradient_accumulation_steps", "auto") == "auto":
         cfg["gradient_accumulation_steps"] = global_batch // (micro * world_size)
     cfg["train_batch_size"] = global_batch

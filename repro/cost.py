@@ -51,6 +51,7 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
         if any(extension_spec(a).selection == "anchors" for a in arms) else None
     setups = {}
     for arm in arms:
+        # another data seed than training's, so the timed steps are not the trained ones replayed
         m = stages.extension_method(p, arm, tok, rows, anchors, seed=e.seed + 99)
         model = copy.deepcopy(base).train()
         opt = torch.optim.AdamW(model.parameters(), lr=e.lr)

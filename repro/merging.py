@@ -17,7 +17,8 @@ import torch
 from repro.io import atomic_dir
 
 
-def merge_state_dicts(states: Sequence[Mapping[str, torch.Tensor]], lambdas: Sequence[float]) -> dict[str, torch.Tensor]:
+def merge_state_dicts(states: Sequence[Mapping[str, torch.Tensor]],
+                      lambdas: Sequence[float]) -> dict[str, torch.Tensor]:
     """``sum_k lambdas[k] * states[k]`` key by key (floating tensors; others must be equal and are copied).
 
     Raises ValueError naming the offending key when the keys or shapes differ,

@@ -24,7 +24,8 @@ from repro.data.packing import is_packed_restart
 from repro.profiles import ModelConfig
 
 
-def tiny_config(cfg: ModelConfig, vocab_size: int, max_positions: int, bos_id: int, eos_id: int, pad_id: int) -> LlamaConfig:
+def tiny_config(cfg: ModelConfig, vocab_size: int, max_positions: int, bos_id: int, eos_id: int,
+                pad_id: int) -> LlamaConfig:
     return LlamaConfig(
         vocab_size=vocab_size, hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
         num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads,

@@ -276,7 +276,8 @@ class Profile:
         out = self
         for sec, values in sections.items():
             if sec not in {f.name for f in dataclasses.fields(self)} or sec == "name":
-                raise ValueError(f"unknown profile section {sec!r}; allowed: corpus, tokenizer, model, base, extend, eval, longrecipe")
+                raise ValueError(f"unknown profile section {sec!r}; "
+                                 "allowed: corpus, tokenizer, model, base, extend, eval, longrecipe")
             cur = getattr(out, sec)
             names = {f.name for f in dataclasses.fields(cur)}
             bad = set(values) - names
@@ -292,13 +293,16 @@ SMOKE = Profile(
     corpus=CorpusConfig(max_bytes_per_source=150_000, synthetic_docs=200),
     tokenizer=TokenizerConfig(vocab_size=512, train_bytes=400_000),
     model=ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=2),
-    base=BaseTrainConfig(window=192, train_tasks=("niah_single_1",), task_weights=None, copy_rows=8, copy_max_steps=4, retrieval_lengths=(192,),
+    base=BaseTrainConfig(window=192, train_tasks=("niah_single_1",), task_weights=None, copy_rows=8, copy_max_steps=4,
+                         retrieval_lengths=(192,),
                          min_steps_per_length=2, max_steps_per_length=3, final_steps=1,
                          tokens_per_step=768, warmup_steps=2, checkpoint_every=3),
-    extend=ExtendConfig(target_window=384, steps=3, train_tasks=("niah_single_1",), batch_size=2, warmup_steps=1, checkpoint_every=2),
+    extend=ExtendConfig(target_window=384, steps=3, train_tasks=("niah_single_1",), batch_size=2, warmup_steps=1,
+                        checkpoint_every=2),
     eval=EvalConfig(lengths=(192, 384), depths=(0.0, 1.0), samples=2, batch_size=4, suite_depths=(0.5,),
                     suite_samples=1, seeds=(0, 1), decile_samples=1),
-    longrecipe=LongRecipeConfig(sample_ratio=0.5, ratios=(0.5,), analysis_texts=3, analysis_source="code", anchor_min_count=1,
+    longrecipe=LongRecipeConfig(sample_ratio=0.5, ratios=(0.5,), analysis_texts=3, analysis_source="code",
+                                anchor_min_count=1,
                                 pos_bins=4, replay_methods=("longrecipe",), eval_samples=1, yarn_samples=1,
                                 short_lm_windows=4),
 )
@@ -349,7 +353,8 @@ def validate(p: Profile) -> Profile:
     if m.num_heads % m.num_kv_heads:
         raise ValueError(f"model.num_heads={m.num_heads} must be divisible by model.num_kv_heads={m.num_kv_heads}")
     if m.attn_implementation not in ("sdpa", "eager", "flash_attention_2"):
-        raise ValueError(f"model.attn_implementation={m.attn_implementation!r}; allowed: sdpa, eager, flash_attention_2")
+        raise ValueError(f"model.attn_implementation={m.attn_implementation!r}; "
+                         "allowed: sdpa, eager, flash_attention_2")
     if not b.retrieval_lengths or b.retrieval_lengths[-1] != b.window:
         raise ValueError(f"base.retrieval_lengths={b.retrieval_lengths} must end at base.window={b.window}")
     if list(b.retrieval_lengths) != sorted(b.retrieval_lengths):
@@ -359,7 +364,8 @@ def validate(p: Profile) -> Profile:
                          f"({len(b.train_tasks)}: {', '.join(b.train_tasks)})")
     lo, hi = b.copy_period
     if not 1 <= lo <= hi or 2 * hi > b.copy_row_len:
-        raise ValueError(f"base.copy_period={b.copy_period}; allowed: 1 <= lo <= hi and 2*hi <= copy_row_len={b.copy_row_len}")
+        raise ValueError(f"base.copy_period={b.copy_period}; "
+                         f"allowed: 1 <= lo <= hi and 2*hi <= copy_row_len={b.copy_row_len}")
     for name in ("copy_fraction", "lm_fraction", "lm_weight", "context_weight", "advance_em"):
         _range(getattr(b, name), 0.0, 1.0, f"base.{name}")
     _range(e.retrieval_fraction, 0.0, 1.0, "extend.retrieval_fraction")

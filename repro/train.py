@@ -8,8 +8,9 @@ The loss is averaged over valid (weighted) target tokens of the whole batch,
 not per sequence (ProLong A.3).
 
 Checkpoints (every ``checkpoint_every`` steps, written atomically) hold the
-weights (safetensors), optimizer, RNG states, the method state and the step (the data position). A killed run resumed from its last
-checkpoint ends with the same weights as an uninterrupted one.
+weights (safetensors), optimizer, RNG states, the method state and the step
+(the data position). A killed run resumed from its last checkpoint ends with
+the same weights as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ OPTIONAL_HOOKS: tuple[str, ...] = ("lr_scale", "loss")
 """The names of :class:`MethodHooks`."""
 
 
-def weighted_clm_loss(logits: torch.Tensor, input_ids: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def weighted_clm_loss(logits: torch.Tensor, input_ids: torch.Tensor,
+                      weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Weighted next-token loss averaged over weighted target tokens of the whole batch.
 
     ``weights[:, t]`` is the weight of predicting ``input_ids[:, t]`` (from position t-1).
@@ -173,7 +175,8 @@ def answer_exact_match(logits: torch.Tensor, input_ids: torch.Tensor, answer_gro
 
 def clm_step(model, batch: dict[str, torch.Tensor], bf16: bool) -> tuple[torch.Tensor, dict[str, float]]:
     """Forward + weighted CLM loss + training metrics for one batch."""
-    with torch.autocast("cpu" if batch["input_ids"].device.type == "cpu" else "cuda", dtype=torch.bfloat16, enabled=bf16):
+    with torch.autocast("cpu" if batch["input_ids"].device.type == "cpu" else "cuda", dtype=torch.bfloat16,
+                        enabled=bf16):
         out = forward(model, batch["input_ids"], batch["position_ids"], batch.get("doc_ids"))
     loss, _ = weighted_clm_loss(out.logits, batch["input_ids"], batch["weights"])
     metrics = {"loss": float(loss.detach())}
@@ -300,7 +303,8 @@ class Trainer:
             self.step += 1
             done_this_call += 1
             bar.update(1)
-            bar.set_postfix(loss=f"{metrics['loss']:.3f}", **({"em": f"{metrics['train_em']:.2f}"} if "train_em" in metrics else {}))
+            bar.set_postfix(loss=f"{metrics['loss']:.3f}",
+                            **({"em": f"{metrics['train_em']:.2f}"} if "train_em" in metrics else {}))
             if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
                 self.save_checkpoint()
         bar.close()

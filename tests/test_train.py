@@ -144,4 +144,5 @@ def test_bf16_autocast_step_runs_and_changes_weights(tiny_llama, tmp_path):
     Trainer(m, ToyMethod(), cfg, tmp_path, progress=False).train()
     after = _weights(m)
     assert after["model.embed_tokens.weight"].dtype == torch.float32  # master weights stay fp32
-    assert not torch.equal(before["model.layers.0.self_attn.q_proj.weight"], after["model.layers.0.self_attn.q_proj.weight"])
+    assert not torch.equal(before["model.layers.0.self_attn.q_proj.weight"],
+                           after["model.layers.0.self_attn.q_proj.weight"])

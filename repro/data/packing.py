@@ -31,7 +31,8 @@ class Segment:
     """Boolean mask of answer tokens (retrieval rows), used for training exact match."""
 
     def __post_init__(self):
-        if len(self.tokens) != len(self.weights) or (self.positions is not None and len(self.positions) != len(self.tokens)):
+        if len(self.tokens) != len(self.weights) or (
+                self.positions is not None and len(self.positions) != len(self.tokens)):
             raise ValueError(f"segment arrays differ in length: tokens {len(self.tokens)}, weights {len(self.weights)}"
                              + ("" if self.positions is None else f", positions {len(self.positions)}"))
 

@@ -54,7 +54,8 @@ class ArmName:
         return self.arm if self.stage in ("extend", "base") else f"{self.arm}+{self.stage}"
 
 
-def _ratio(arm: str) -> int | None:
+def ratio_of(arm: str) -> int | None:
+    """The percent of a ``longrecipe_r<percent>`` arm name, else None."""
     if arm.startswith(RATIO_PREFIX) and arm[len(RATIO_PREFIX):].isdigit():
         return int(arm[len(RATIO_PREFIX):])
     return None
@@ -75,7 +76,7 @@ def parse_arm(name: str) -> ArmName:
         return ArmName(BASE, "base")
     if plus and stage not in STAGES:
         raise _unknown(name, "arm")
-    ratio = _ratio(arm)
+    ratio = ratio_of(arm)
     if arm not in EXTENSION_METHODS and not (ratio is not None and 1 <= ratio <= 100):
         raise _unknown(name, "arm")
     return ArmName(arm, stage or "extend", ratio)
@@ -85,7 +86,7 @@ def extension_spec(name: str) -> ExtensionSpec:
     """The spec of a named arm, including ``longrecipe_r<percent>`` (LongRecipe at that token ratio)."""
     if name in EXTENSION_METHODS:
         return EXTENSION_METHODS[name]
-    ratio = _ratio(name)
+    ratio = ratio_of(name)
     if ratio is not None and 1 <= ratio <= 100:
         return ExtensionSpec("longrecipe", sample_ratio=ratio / 100, selection="anchors")
     raise ValueError(f"unknown extension method {name!r}; allowed: {', '.join(EXTENSION_METHODS)}, "

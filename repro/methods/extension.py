@@ -181,7 +181,8 @@ def _transform(name: str, sentence_ends: np.ndarray | None):
         hint = ("PI trains with identity ids and RoPE linear scaling: use transform 'identity' with "
                 "extend.rope_type='linear', rope_factor=target/base" if kind == "rope_scaling" else
                 "views are consumed by the self-distillation loss, not by extension rows")
-        raise ValueError(f"position transform {name!r} is of kind {kind!r}; extension rows need kind 'positions' ({hint})")
+        raise ValueError(f"position transform {name!r} is of kind {kind!r}; "
+                         f"extension rows need kind 'positions' ({hint})")
 
     def call(tokens: np.ndarray, target: int, rng: np.random.Generator, starts: np.ndarray | None = None,
              **params):

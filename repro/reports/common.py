@@ -136,7 +136,8 @@ def direction_agrees(ours: Mapping[str, float | None], paper: Mapping[str, float
         if not ordered:
             return "n/a", f"every pair of {', '.join(common)} is tied in our run"
         ok = sum((ours[a] - ours[b]) * (paper[a] - paper[b]) > 0 for a, b in ordered)
-        return count_verdict(ok, len(ordered)), f"order of {', '.join(common)} as in the paper on {ok}/{len(ordered)} pairs{tie_note}"
+        return count_verdict(ok, len(ordered)), (f"order of {', '.join(common)} as in the paper "
+                                                 f"on {ok}/{len(ordered)} pairs{tie_note}")
     hi, lo = fallback
     if ours.get(hi) is None or ours.get(lo) is None:
         return "n/a", f"needs {hi} and {lo} (or two checkpoints with paper numbers)"

@@ -29,9 +29,10 @@ NAMES = {"flt": "FLT", "rpes": "RPES", "pose": "PoSE", "longrecipe": "LongRecipe
 
 def display(name: str) -> str:
     """The paper's name of an arm (``longrecipe_r10`` -> ``LongRecipe (10%)``)."""
-    if name.startswith("longrecipe_r") and name[len("longrecipe_r"):].isdigit():
-        return f"LongRecipe ({name[len('longrecipe_r'):]}%)"
-    return NAMES.get(name, name)
+    from repro.methods.arms import ratio_of
+
+    pct = ratio_of(name)
+    return f"LongRecipe ({pct}%)" if pct is not None else NAMES.get(name, name)
 
 
 LR_TAB1 = {"base": (None, None, 65.7), "flt": (82.3, 75.7, 62.2), "rpes": (71.8, 71.4, 61.4),
@@ -187,7 +188,8 @@ def lr_tab2(suite, lm, p: Profile) -> Report:
     agrees = _combine(count_verdict(ok, total), count_verdict(ok_n, total_n))
     base_loss = lm.get("base", {}).get("loss")
     caption = (f"LR-Tab2 analog: short-context stand-ins for general abilities (LM loss on windows of {window} "
-               f"tokens, {_lm_source(lm)}, lower is better; NIAH average at {window}) after extension, after pretraining-data replay "
+               f"tokens, {_lm_source(lm)}, lower is better; NIAH average at {window}) after extension, "
+               "after pretraining-data replay "
                f"({p.longrecipe.replay_token_fraction:.1%} of the extension tokens at "
                f"{p.longrecipe.replay_lr_ratio:g} x the learning rate) and after merging with the base model "
                f"(lambda = {p.longrecipe.merge_lambdas}). Base model LM loss: "
@@ -233,7 +235,8 @@ def _long_table(target_id: str, arms: Sequence[str], paper: Mapping[str, Any], s
         nm_ours[name], ru_ours[name] = nm, ru
         pap = paper.get(name)
         rows.append({"method": (names or {}).get(name) or display(name), f"NIAH(M) @{target}": _fmt(nm),
-                     "NIAH(M) SE": _fmt(standard_error(suite, name, NIAH_M_ALL, target)), f"RULER @{target}": _fmt(ru), f"base-doable @{target}": _fmt(doable_score(suite, name, p)),
+                     "NIAH(M) SE": _fmt(standard_error(suite, name, NIAH_M_ALL, target)), f"RULER @{target}": _fmt(ru),
+                     f"base-doable @{target}": _fmt(doable_score(suite, name, p)),
                      "paper NIAH(M) / RULER (Llama3-8B-I 80K)": f"{pap[0]} / {pap[1]}" if pap else "-"})
     v1, how1 = direction_agrees(nm_ours, {k: v[0] for k, v in paper.items() if v})
     how1 += _noise(nm_ours, suite, p)
@@ -355,7 +358,8 @@ def lr_fig3(analysis, tokenizer, p: Profile, top_anchors: int = 30) -> tuple[dic
     for a in sorted(analysis.anchors.tolist(), key=lambda v: -analysis.delta[v])[:top_anchors]:
         where = targets == a
         t, c = np.unique(arr[where], return_counts=True)
-        rows.append({"token": repr(tokenizer.decode([int(a)])), "id": int(a), "Delta(t)": round(float(analysis.delta[a]), 2),
+        rows.append({"token": repr(tokenizer.decode([int(a)])), "id": int(a),
+                     "Delta(t)": round(float(analysis.delta[a]), 2),
                      "count": int(analysis.counts[a]),
                      "share in top tokens": round(float(analysis.selected[where].mean()), 3),
                      "POS (majority)": str(t[np.argmax(c)]) if c.size else "-"})
@@ -376,7 +380,8 @@ def lr_fig3(analysis, tokenizer, p: Profile, top_anchors: int = 30) -> tuple[dic
     rep = Report("LR-Fig3", [
         {"name": "LR-Fig3", "rows": pos_rows, "columns": list(pos_rows[0]) if pos_rows else [], "caption": cap},
         {"name": "LR-Fig3-anchors", "rows": rows, "columns": list(rows[0]) if rows else [],
-         "caption": f"The anchor token types (LongRecipe's selection keys), by Delta(t) (Eq. 4); first {top_anchors}."}],
+         "caption": "The anchor token types (LongRecipe's selection keys), by Delta(t) (Eq. 4); "
+                    f"first {top_anchors}."}],
         ours=ours, agrees=verdict,
         note="yes if NUM is the most frequent tag among the top tokens (as in the paper), partly if NUM is only "
              "over-represented relative to all tokens")

@@ -28,7 +28,7 @@ def analysis_texts(p: Profile, run_dir: str | Path = "runs") -> list[str]:
         raise ValueError(f"longrecipe.analysis_source={p.longrecipe.analysis_source!r} has {len(ok)} documents "
                          f"of >= {n + 1} tokens; longrecipe.analysis_texts={p.longrecipe.analysis_texts}; "
                          f"allowed: analysis_texts <= {len(ok)} (or another source: {sorted(set(corpus.sources))})")
-    rng = np.random.default_rng(12345)
+    rng = np.random.default_rng(12345)  # a fixed seed of its own: the same texts whatever the profile's seeds
     pick = sorted(rng.choice(ok, size=p.longrecipe.analysis_texts, replace=False).tolist())
     return [corpus.documents[i].text for i in pick]
 

@@ -10,7 +10,8 @@ from repro.stages.corpus import build_corpus
 from repro.stages.keys import base_key
 
 
-def train_base(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False, progress: bool = True) -> Path:
+def train_base(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,
+               progress: bool = True) -> Path:
     """Train (or reuse) the base model; returns its ``final`` folder (weights + tokenizer).
 
     With ``model.pretrained`` set (paper profile, a user's model) that checkpoint is the base.

@@ -92,7 +92,7 @@ def short_lm_windows(p: Profile, run_dir: str | Path = "runs") -> tuple[list[np.
         if len(windows) == n:
             return windows, "held out: stdlib test modules (not in the corpus)"
     rows = build_corpus(p, run_dir).rows()
-    rng = np.random.default_rng(4242)
+    rng = np.random.default_rng(4242)  # a fixed seed of its own: the same windows for every checkpoint
     return [rows.segment(rng, w, whole=True).tokens for _ in range(n)], "corpus windows (seen in training)"
 
 

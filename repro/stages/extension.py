@@ -65,7 +65,8 @@ def extension_method(p: Profile, method: str, tokenizer, corpus_rows: CorpusRows
     return get_method("extension", name=method, spec=spec, target=e.target_window, batch_size=e.batch_size,
                       retrieval_fraction=e.retrieval_fraction, tokenizer=tokenizer, corpus=corpus_rows,
                       seed=e.seed if seed is None else seed, context_weight=e.context_weight,
-                      train_tasks=e.train_tasks, sample_len=spec.resolve_len(e.target_window, p.longrecipe.sample_ratio),
+                      train_tasks=e.train_tasks,
+                      sample_len=spec.resolve_len(e.target_window, p.longrecipe.sample_ratio),
                       anchors=anchors)
 
 

@@ -76,8 +76,10 @@ class CommonWords:
                  key_pool: str = "eval"):
         if (freq_cw is None) != (freq_ucw is None):
             raise ValueError("freq_cw and freq_ucw: give both or neither")
-        if freq_cw is not None and not (isinstance(freq_cw, int) and isinstance(freq_ucw, int) and freq_cw > freq_ucw >= 1):
-            raise ValueError(f"freq_cw={freq_cw!r}, freq_ucw={freq_ucw!r}; allowed: integers with freq_cw > freq_ucw >= 1")
+        if freq_cw is not None and not (isinstance(freq_cw, int) and isinstance(freq_ucw, int)
+                                        and freq_cw > freq_ucw >= 1):
+            raise ValueError(f"freq_cw={freq_cw!r}, freq_ucw={freq_ucw!r}; "
+                             "allowed: integers with freq_cw > freq_ucw >= 1")
         if not isinstance(num_cw, int) or not 1 <= num_cw <= 50:
             raise ValueError(f"num_cw={num_cw!r}; allowed: an integer in [1, 50]")
         self.freq = None if freq_cw is None else (freq_cw, freq_ucw)
@@ -178,7 +180,8 @@ class FrequentWords:
         n = _largest(fits, n_min, max(n_min, length * 2))
         if n < n_min:
             need = prompt_tokens(tokenizer, render(text(n_min)))
-            raise LengthTooShort(f"{self.name}: length={length} is too short; allowed: an integer >= {need} tokens", need)
+            raise LengthTooShort(f"{self.name}: length={length} is too short; "
+                                 f"allowed: an integer >= {need} tokens", need)
         zero_words = [w for w, m in zip(vocab, counts(n)) if m == 0]
         room = length - prompt_tokens(tokenizer, render(text(n)))
         extra, used = 0, 0

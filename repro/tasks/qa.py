@@ -31,7 +31,8 @@ from repro.tasks.layout import finish, fit_count, n_tokens, piece_costs, require
 from repro.tasks.pools import check_pool, pool
 from repro.tasks.vocab import word_pool
 
-INSTRUCTION = "Answer the question based on the given documents. Only give me the answer and do not output any other words."
+INSTRUCTION = ("Answer the question based on the given documents. "
+               "Only give me the answer and do not output any other words.")
 PREFIX = INSTRUCTION + "\n\nThe following are given documents.\n\n"
 QUESTION = "\n\n" + INSTRUCTION + "\n\nQuestion: {query} Answer:"
 DOC = "Document {i}:\n{text}"
@@ -47,7 +48,8 @@ def load_qa_dataset(path: str) -> tuple[list[dict], list[str]]:
     if not p.is_file():
         raise ValueError(f"dataset_path={path!r} is not a file; allowed: a local SQuAD/HotpotQA .json or .jsonl")
     text = p.read_text(encoding="utf-8")
-    records = [json.loads(line) for line in text.splitlines() if line.strip()] if p.suffix == ".jsonl" else json.loads(text)
+    records = ([json.loads(line) for line in text.splitlines() if line.strip()] if p.suffix == ".jsonl"
+               else json.loads(text))
     docs: dict[str, int] = {}
 
     def doc(t: str) -> int:

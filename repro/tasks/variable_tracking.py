@@ -61,7 +61,8 @@ class VariableTracking:
         chains, var_sets = [], []
         for c in range(self.num_chains):
             vs = names[c * (self.num_hops + 1):(c + 1) * (self.num_hops + 1)]
-            chains.append([f"VAR {vs[0]} = {values[c]}"] + [f"VAR {vs[j + 1]} = VAR {vs[j]}" for j in range(self.num_hops)])
+            chains.append([f"VAR {vs[0]} = {values[c]}"]
+                          + [f"VAR {vs[j + 1]} = VAR {vs[j]}" for j in range(self.num_hops)])
             var_sets.append(vs)
         return chains, var_sets
 
@@ -94,7 +95,8 @@ class VariableTracking:
         prompt, spans, var_sets, context = self._build(tokenizer, length, depth, rng, head)
         n = self.num_hops + 1
         return finish(self.name, tokenizer, prompt, var_sets[0], length=length, depth=depth, seed=seed,
-                      spans=spans[:n], context=context, inserted=spans[n:], value=prompt[spans[0][0]:spans[0][1]].split("= ")[1])
+                      spans=spans[:n], context=context, inserted=spans[n:],
+                      value=prompt[spans[0][0]:spans[0][1]].split("= ")[1])
 
     def score(self, prediction: str, references: Sequence[str]) -> float:
         return string_match_all(prediction, references)

@@ -74,7 +74,8 @@ def test_selection_properties(lengths, budget, seed, mode, p_anchor):
     unselected = np.setdiff1d(np.arange(len(lens)), sel.kept)
     assert all(lens[u] > budget - used for u in unselected)
     # kept sentences start where the transform expects them
-    assert sel.sentence_starts.tolist() == np.concatenate([[0], np.cumsum(lens[sel.kept])[:-1]]).tolist()[:len(sel.kept)]
+    assert sel.sentence_starts.tolist() == np.concatenate(
+        [[0], np.cumsum(lens[sel.kept])[:-1]]).tolist()[:len(sel.kept)]
     if mode == "anchors":  # anchors are tried before fillers: a dropped anchor did not fit beside the kept anchors
         anchor_used = int(lens[[k for k in sel.kept if anchored[k]]].sum())
         assert all(lens[u] > budget - anchor_used for u in unselected if anchored[u])

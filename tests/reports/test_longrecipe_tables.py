@@ -99,7 +99,8 @@ def test_lr_cost_table_and_verdict_thresholds():
     rep = lrr.lr_cost(runs(0.35), P, 8)
     assert (rep.target, rep.agrees) == ("LR-Cost", "yes")
     assert rep.ours == "LongRecipe: 0.30x FLT's tokens, 0.35x its FLOPs, 0.25x its step time"
-    assert rep.note == "yes when LongRecipe needs <= 35% of FLT's FLOPs per step (paper: ~30% tokens, >85% less compute)"
+    assert rep.note == ("yes when LongRecipe needs <= 35% of FLT's FLOPs per step "
+                        "(paper: ~30% tokens, >85% less compute)")
     (t,) = rep.tables
     assert t["name"] == "LR-Cost" and t["rows"] == lrr.cost_rows(runs(0.35)) and t["columns"] == list(t["rows"][0])
     assert t["caption"] == ("Per-step cost of each arm as a ratio to FLT (tiny profile; median compute time of 8 "

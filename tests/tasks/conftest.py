@@ -17,7 +17,8 @@ TASK_TEXT = [
     "Below is a numbered list of words. Read the following coded text and track the frequency of each coded word.",
     "Answer the question based on the given documents. Only give me the answer and do not output any other words.",
     "Mary journeyed to the office. Mary got the apple. Mary dropped the apple. Where was the apple?",
-    "JSON data: Extract the value corresponding to the specified key in the JSON object below. Key: Corresponding value:",
+    "JSON data: Extract the value corresponding to the specified key in the JSON object below. "
+    "Key: Corresponding value:",
 ]
 
 

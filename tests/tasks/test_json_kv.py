@@ -10,7 +10,8 @@ from repro.tasks.json_kv import normalize_answer
 
 def test_json_object_and_question(tokenizer):
     ex = get_task("json_kv").generate(tokenizer, 1500, 0.25, 5)
-    head, _, rest = ex.prompt.partition("\n\nExtract the value corresponding to the specified key in the JSON object below.")
+    head, _, rest = ex.prompt.partition("\n\nExtract the value corresponding to the specified key "
+                                        "in the JSON object below.")
     assert head.startswith("JSON data:\n{")
     data = json.loads(head[len("JSON data:\n"):])
     key, value = ex.metadata["key"], ex.references[0]

@@ -28,9 +28,11 @@ def test_substitute(name, tokenizer):
 def test_local_squad_and_hotpot(tmp_path, tokenizer):
     squad = {"data": [{"paragraphs": [
         {"context": "The Loire is the longest river in France.", "qas": [
-            {"question": "What is the longest river in France?", "answers": [{"text": "The Loire"}], "is_impossible": False}]},
+            {"question": "What is the longest river in France?", "answers": [{"text": "The Loire"}],
+             "is_impossible": False}]},
         {"context": "Paris is the capital of France.", "qas": []}]},
-        {"paragraphs": [{"context": f"Filler paragraph number {i} talks about weather." , "qas": []} for i in range(40)]}]}
+        {"paragraphs": [{"context": f"Filler paragraph number {i} talks about weather." , "qas": []}
+                        for i in range(40)]}]}
     p = tmp_path / "squad.json"
     p.write_text(json.dumps(squad))
     ex = get_task("qa_1", dataset_path=str(p)).generate(tokenizer, 400, 0.5, 0)
