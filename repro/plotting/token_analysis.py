@@ -1,4 +1,4 @@
-"""Figures of the token-analysis notebook (drawing only; data comes from repro.token_analysis)."""
+"""Figures of the token-analysis notebook (drawing only; data comes from repro.analysis.tokens)."""
 
 from __future__ import annotations
 
