@@ -61,8 +61,8 @@ def ratio_of(arm: str) -> int | None:
     return None
 
 
-def _unknown(name: str, what: str) -> ValueError:
-    return ValueError(f"unknown {what} {name!r}; allowed: {BASE}, {', '.join(EXTENSION_METHODS)}, "
+def _unknown(name: str) -> ValueError:
+    return ValueError(f"unknown arm {name!r}; allowed: {BASE}, {', '.join(EXTENSION_METHODS)}, "
                       f"{RATIO_PREFIX}<percent> (1..100), each extension arm optionally followed by "
                       f"{' or '.join('+' + s for s in STAGES)}")
 
@@ -72,13 +72,13 @@ def parse_arm(name: str) -> ArmName:
     arm, plus, stage = name.partition("+")
     if arm == BASE:
         if plus:
-            raise _unknown(name, "arm")
+            raise _unknown(name)
         return ArmName(BASE, "base")
     if plus and stage not in STAGES:
-        raise _unknown(name, "arm")
+        raise _unknown(name)
     ratio = ratio_of(arm)
     if arm not in EXTENSION_METHODS and not (ratio is not None and 1 <= ratio <= 100):
-        raise _unknown(name, "arm")
+        raise _unknown(name)
     return ArmName(arm, stage or "extend", ratio)
 
 
