@@ -4,8 +4,8 @@ multi-hop task standing in for BABILong."""
 from __future__ import annotations
 
 from repro.profiles import Profile
-from repro.reports.common import Report, _missing, _scores, direction_agrees, scale_note, show
-from repro.reports.testbed import _doable_caption, base_can_do, doable_ruler
+from repro.reports.common import Report, missing_note, scores_of, direction_agrees, scale_note, show
+from repro.reports.testbed import doable_caption, base_can_do, doable_ruler
 from repro.tasks.summary import MULTIHOP, RULER_TASKS
 
 CD_NAMES = {"base": "Llama-3-8B-Base", "flt": "+ CE", "longce": "+ LongCE", "cdt": "+ CDT"}
@@ -24,7 +24,7 @@ def cd_tab2(suite, p: Profile) -> Report:
              **{f"{t.split('_')[1]}-hop": can[t]["label"] for t in hops}}]
     mh_avg = {}
     for name in suite:
-        s = _scores(suite, name, "suite")
+        s = scores_of(suite, name, "suite")
         upto = [L for L in p.eval.lengths if L <= target]
         per_len = [s.average(hops, L) for L in upto]
         known = [v for v in per_len if v is not None]
@@ -32,10 +32,10 @@ def cd_tab2(suite, p: Profile) -> Report:
         for L in p.eval.lengths:
             pap = CD_TAB2.get(name)
             rows.append({"model": name, "length": L,
-                         "RULER-13": show(s.average(RULER_TASKS, L), _missing(s, RULER_TASKS, L)),
+                         "RULER-13": show(s.average(RULER_TASKS, L), missing_note(s, RULER_TASKS, L)),
                          "RULER-doable": show(s.average(doable, L), "n/a (no task the base can do)"),
                          **{f"{t.split('_')[1]}-hop": s.cell(t, L) for t in hops},
-                         "multi-hop mean": show(s.average(hops, L), _missing(s, hops, L)),
+                         "multi-hop mean": show(s.average(hops, L), missing_note(s, hops, L)),
                          "paper RULER 32K/64K, BABILong avg": (
                              f"{CD_NAMES[name]}: {pap[0] or '-'} / {pap[1] or '-'}, {pap[2]}" if pap else "-"),
                          "scale": scale_note(p)})
@@ -43,6 +43,6 @@ def cd_tab2(suite, p: Profile) -> Report:
     cols = list(dict.fromkeys(k for r in rows for k in r))
     ours = "; ".join(f"{n} multi-hop mean over lengths <= {target}: {show(v)}" for n, v in mh_avg.items())
     cap = (f"CD-Tab2 analog: RULER and multi-hop accuracy (percent) by length; multi-hop stands in for BABILong. "
-           f"{_doable_caption(suite, p, hops)} Scale: {scale_note(p)}.")
+           f"{doable_caption(suite, p, hops)} Scale: {scale_note(p)}.")
     return Report("CD-Tab2", [{"name": "CD-Tab2", "rows": rows, "columns": cols, "caption": cap}],
                   ours=ours, agrees=verdict, note=f"multi-hop mean (BABILong avg in the paper): {how}")

@@ -90,11 +90,13 @@ def show(x: float | None, why: str = "n/a") -> float | str:
     return pct(x) if x is not None else why
 
 
-def _scores(suite: Mapping[str, Mapping[str, Any]], name: str, part: str) -> Scores:
+def scores_of(suite: Mapping[str, Mapping[str, Any]], name: str, part: str) -> Scores:
+    """The :class:`Scores` of one part of one checkpoint of a suite (empty when absent)."""
     return Scores(suite.get(name, {}).get(part))
 
 
-def _missing(s: Scores, tasks: Sequence[str], length: int) -> str:
+def missing_note(s: Scores, tasks: Sequence[str], length: int) -> str:
+    """Why an average over ``tasks`` has no number: how many tasks are there, which are missing."""
     gone = [t for t in tasks if s.mean(t, length) is None]
     return f"n/a ({len(tasks) - len(gone)}/{len(tasks)} tasks; missing {', '.join(label(t) for t in gone)})"
 

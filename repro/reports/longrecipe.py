@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from repro.profiles import Profile
-from repro.reports.common import Report, Scores, count_verdict, direction_agrees, noise_note, pct, scale_note, \
+from repro.reports.common import Report, count_verdict, direction_agrees, noise_note, pct, scale_note, scores_of, \
     standard_error
 from repro.tasks.summary import NIAH_M_TASKS, NIAH_TASKS, RULER_TASKS
 
@@ -53,31 +53,27 @@ LR_TAB6 = {"extended context length": "80K", "training sample length": "24K (30%
 """Table 6, Llama3-8B at 80K."""
 
 
-def _s(suite, name: str, part: str) -> Scores:
-    return Scores(suite.get(name, {}).get(part))
-
-
 def long_scores(suite, name: str, p: Profile) -> tuple[float | None, float | None]:
     """NIAH(M) and RULER-13 (percent) at the target window."""
-    s, t = _s(suite, name, "ruler"), p.extend.target_window
+    s, t = scores_of(suite, name, "ruler"), p.extend.target_window
     return pct(s.niah_m(t)), pct(s.average(RULER_TASKS, t))
 
 
 def doable_tasks(suite, p: Profile) -> tuple[str, ...]:
     """NIAH tasks the base model does at its own window (accuracy >= ``eval.doable_threshold``)."""
-    s = _s(suite, "base", "short")
+    s = scores_of(suite, "base", "short")
     return tuple(t for t in NIAH_TASKS if (s.mean(t, p.base.window) or 0.0) >= p.eval.doable_threshold)
 
 
 def doable_score(suite, name: str, p: Profile) -> float | None:
     """Mean (percent) at the target over the tasks the base can do: where the tiny model has signal."""
     tasks = doable_tasks(suite, p)
-    return pct(_s(suite, name, "ruler").average(tasks, p.extend.target_window)) if tasks else None
+    return pct(scores_of(suite, name, "ruler").average(tasks, p.extend.target_window)) if tasks else None
 
 
 def short_scores(suite, lm: Mapping[str, Mapping], name: str, p: Profile) -> tuple[float | None, float | None]:
     """NIAH average (percent) at the base window and the short-window LM loss."""
-    s = _s(suite, name, "short")
+    s = scores_of(suite, name, "short")
     rec = lm.get(name)
     return pct(s.average(NIAH_TASKS, p.base.window)), (round(rec["loss"], 4) if rec else None)
 
@@ -109,7 +105,7 @@ def lr_tab1(suite, lm, p: Profile) -> Report:
                "NIAH(M) SE": _fmt(standard_error(suite, name, NIAH_M_ALL, target)), f"RULER @{target}": _fmt(ru),
                f"base-doable @{target}": _fmt(doable_score(suite, name, p))}
         if f:
-            y, L = _s(suite, name, "yarn"), int(round(f * target))
+            y, L = scores_of(suite, name, "yarn"), int(round(f * target))
             row[f"NIAH(M) YaRN {f:g}x @{L}"] = _fmt(pct(y.niah_m(L)))
             row[f"RULER YaRN {f:g}x @{L}"] = _fmt(pct(y.average(RULER_TASKS, L)))
         row[f"NIAH @{window} (stand-in)"] = _fmt(niah_s)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from statistics import mean
 
 from repro.profiles import Profile
-from repro.reports.common import SHORT, Report, Scores, _missing, _scores, direction_agrees, pct, scale_note, show
-from repro.reports.testbed import _doable_caption, base_can_do, doable_ruler
+from repro.reports.common import SHORT, Report, Scores, missing_note, scores_of, direction_agrees, pct, scale_note, show
+from repro.reports.testbed import doable_caption, base_can_do, doable_ruler
 from repro.tasks.summary import POSITION_SPECS, RULER_TASKS, accuracy_by_depth_decile, mean_std, ruler_in_suite
 
 # -- the paper's numbers, keyed by our checkpoint names ------------------------------------------
@@ -55,10 +55,10 @@ def rp_tab1_2(suite, p: Profile) -> Report:
              "Avg-doable": f"{len(doable)} tasks", **{SHORT[t]: can[t]["label"] for t in ruler_in_suite(p)}}]
     avg = {}
     for name in suite:
-        s = _scores(suite, name, "suite")
+        s = scores_of(suite, name, "suite")
         avg[name] = s.average(RULER_TASKS, target)
         rows.append({"model": name, "source": f"ours @{target}",
-                     "Avg-13": show(avg[name], _missing(s, RULER_TASKS, target)),
+                     "Avg-13": show(avg[name], missing_note(s, RULER_TASKS, target)),
                      "Avg-doable": show(s.average(doable, target), "n/a (no task the base can do)"),
                      **{SHORT[t]: s.cell(t, target) for t in ruler_in_suite(p)}})
     for name, vals in RP_TAB2.items():
@@ -68,21 +68,21 @@ def rp_tab1_2(suite, p: Profile) -> Report:
                 "paper RULER 32K / 64K", "scale"]
     by_len = []
     for name in suite:
-        s = _scores(suite, name, "suite")
+        s = scores_of(suite, name, "suite")
         r = {"model": name}
         for L in p.eval.lengths:
-            r[f"RULER-13 @{L}"] = show(s.average(RULER_TASKS, L), _missing(s, RULER_TASKS, L))
+            r[f"RULER-13 @{L}"] = show(s.average(RULER_TASKS, L), missing_note(s, RULER_TASKS, L))
             r[f"RULER-doable @{L}"] = show(s.average(doable, L), "n/a (no task the base can do)")
         pap = RP_TAB1.get(name)
         r["paper RULER 32K / 64K"] = f"{RP_NAMES[name]} {pap[0]} / {pap[1]}" if pap else "-"
         r["scale"] = scale_note(p)
         by_len.append(r)
-    head = {n: _headline(_scores(suite, n, "suite"), suite, p, target)[0] for n in suite}
+    head = {n: _headline(scores_of(suite, n, "suite"), suite, p, target)[0] for n in suite}
     metric = _headline(Scores(None), suite, p, target)[1]
     verdict, how = direction_agrees(head, {k: v[1] for k, v in RP_TAB1.items()})
     ours = "; ".join(f"{n} Avg-13 {show(avg[n])}, {metric} {show(head[n])}" for n in suite)
     cap = (f"RP-Tab2 analog: RULER per task (percent) at the target {target}, with the paper's rows. "
-           f"{_doable_caption(suite, p, RULER_TASKS)} Scale: {scale_note(p)}.")
+           f"{doable_caption(suite, p, RULER_TASKS)} Scale: {scale_note(p)}.")
     cap1 = f"RP-Tab1 analog: RULER average per evaluation length. Scale: {scale_note(p)}."
     return Report("RP-Tab1/2", [{"name": "RP-Tab1-2", "rows": rows, "columns": cols, "caption": cap},
                                 {"name": "RP-Tab1-2-lengths", "rows": by_len, "columns": len_cols, "caption": cap1}],
@@ -95,7 +95,7 @@ def rp_fig1a(suite, p: Profile) -> tuple[dict[str, list[float | None]], Report]:
     task, target = p.eval.decile_task, p.extend.target_window
     curves, rows, stats = {}, [], {}
     for name in suite:
-        s = _scores(suite, name, "deciles")
+        s = scores_of(suite, name, "deciles")
         rs = [r for r in s.rows if r["task"] == task]
         if not rs:
             rows.append({"model": name, "decile": "all", "accuracy": "n/a (not evaluated)", "n": 0})
@@ -135,16 +135,16 @@ def rp_tab14(suite, p: Profile) -> Report:
     rows = [{"model": "base can do it at its window", **{sp.split("=")[1]: can[sp]["label"] for sp in specs}}]
     avg = {}
     for name in suite:
-        s = _scores(suite, name, "suite")
+        s = scores_of(suite, name, "suite")
         avg[name] = s.average(specs, target)
         pap = RP_TAB14.get(name)
         rows.append({"model": name, **{sp.split("=")[1]: s.cell(sp, target) for sp in specs},
-                     "mean": show(avg[name], _missing(s, specs, target)),
+                     "mean": show(avg[name], missing_note(s, specs, target)),
                      "paper (64K NIAH-position)": f"{RP_NAMES[name]} {pap}" if pap else "-", "scale": scale_note(p)})
     verdict, how = direction_agrees(avg, RP_TAB14)
     cols = list(dict.fromkeys(k for r in rows for k in r))
     cap = (f"RP-Tab14 analog: NIAH-position (4 occurrences of one key) accuracy (percent) per ordinal at the "
-           f"target {target}. {_doable_caption(suite, p, specs)} Scale: {scale_note(p)}.")
+           f"target {target}. {doable_caption(suite, p, specs)} Scale: {scale_note(p)}.")
     return Report("RP-Tab14", [{"name": "RP-Tab14", "rows": rows, "columns": cols, "caption": cap}],
                   ours="; ".join(f"{n} {show(v)}" for n, v in avg.items()), agrees=verdict,
                   note=f"mean over ordinals at the target: {how}")
@@ -156,7 +156,7 @@ def seed_rows(suite, name: str, p: Profile) -> list[dict]:
     target = p.extend.target_window
     out = []
     for part in ("suite", "seeds"):
-        for r in _scores(suite, name, part).rows:
+        for r in scores_of(suite, name, part).rows:
             if r["length"] == target and r["task"] in RULER_TASKS:
                 out.append({**r, "seed": r.get("eval_seed", 0)})
     return out
@@ -180,7 +180,7 @@ def rp_tab15(suite, p: Profile) -> Report:
                 m, sd, n = mean_std(rs, agg) if rs and tasks else (None, None, 0)
             except ValueError:
                 m, sd, n = None, None, 0
-            why = (_missing(_scores(suite, name, "suite"), tasks, target) if tasks
+            why = (missing_note(scores_of(suite, name, "suite"), tasks, target) if tasks
                    else "n/a (no task the base can do)")
             row[f"{label} mean (std) @{target}"] = f"{pct(m)} ({100 * sd:.2f})" if m is not None else why
             if label == "RULER-doable" or (label == "RULER-13" and not doable):
@@ -210,7 +210,7 @@ def rp_tab15(suite, p: Profile) -> Report:
     ours = "; ".join(f"{n} {m:.1f} ({sd:.2f}) over {k} seeds" for n, (m, sd, k) in stats.items()) or "n/a"
     cols = list(dict.fromkeys(k for r in rows for k in r))
     cap = (f"RP-Tab15 analog: mean (sample std) over evaluation seeds of RULER (percent) at the target {target}; "
-           f"each seed draws fresh examples. {_doable_caption(suite, p, RULER_TASKS)} Scale: {scale_note(p)}.")
+           f"each seed draws fresh examples. {doable_caption(suite, p, RULER_TASKS)} Scale: {scale_note(p)}.")
     return Report("RP-Tab15", [{"name": "RP-Tab15", "rows": rows, "columns": cols, "caption": cap}],
                   ours=f"{metric}: {ours}", agrees=verdict, note=how)
 
@@ -223,15 +223,15 @@ def rp_tab4_5(suite, p: Profile) -> Report:
     rows, head = [], {}
     first = p.eval.yarn_factors[0] if p.eval.yarn_factors else None
     for name in suite:
-        s = _scores(suite, name, "suite")
+        s = scores_of(suite, name, "suite")
         row = {"model": name, f"RULER-13 @{target}": show(s.average(RULER_TASKS, target),
-                                                          _missing(s, RULER_TASKS, target))}
+                                                          missing_note(s, RULER_TASKS, target))}
         for f in p.eval.yarn_factors:
             L = int(round(f * target))
-            y = _scores(suite, name, f"yarn{f:g}")
+            y = scores_of(suite, name, f"yarn{f:g}")
             if L in p.eval.lengths:
-                row[f"RULER-13 @{L} no YaRN"] = show(s.average(RULER_TASKS, L), _missing(s, RULER_TASKS, L))
-            row[f"RULER-13 YaRN {f:g}x @{L}"] = show(y.average(RULER_TASKS, L), _missing(y, RULER_TASKS, L))
+                row[f"RULER-13 @{L} no YaRN"] = show(s.average(RULER_TASKS, L), missing_note(s, RULER_TASKS, L))
+            row[f"RULER-13 YaRN {f:g}x @{L}"] = show(y.average(RULER_TASKS, L), missing_note(y, RULER_TASKS, L))
             row[f"RULER-doable YaRN {f:g}x @{L}"] = show(y.average(doable, L), "n/a (no task the base can do)")
             if f == first:
                 head[name] = _headline(y, suite, p, L)[0]
@@ -244,7 +244,7 @@ def rp_tab4_5(suite, p: Profile) -> Report:
     cols = list(dict.fromkeys(k for r in rows for k in r))
     cap = (f"RP-Tab4/5 analog: RULER (percent) beyond the target {target} with YaRN at evaluation time "
            f"(base: from its {p.base.window} window; extended checkpoints: from {target}). "
-           f"{_doable_caption(suite, p, RULER_TASKS)} Scale: {scale_note(p)}.")
+           f"{doable_caption(suite, p, RULER_TASKS)} Scale: {scale_note(p)}.")
     return Report("RP-Tab4/5", [{"name": "RP-Tab4-5", "rows": rows, "columns": cols, "caption": cap}],
                   ours=f"{metric} YaRN {first:g}x: " + "; ".join(f"{n} {show(v)}" for n, v in head.items())
                   if first else "", agrees=verdict, note=how)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from repro.profiles import Profile
-from repro.reports.common import Report, _scores, label, pct
+from repro.reports.common import Report, scores_of, label, pct
 from repro.tasks.summary import ruler_in_suite
 
 
@@ -18,7 +18,7 @@ from repro.tasks.summary import ruler_in_suite
 def base_can_do(suite: Mapping[str, Mapping[str, Any]], p: Profile) -> dict[str, dict]:
     """Per suite task: base accuracy at the base window, ``doable`` (True/False/None) and a label."""
     window, thr = p.base.window, p.eval.doable_threshold
-    s = _scores(suite, "base", "suite")
+    s = scores_of(suite, "base", "suite")
     out = {}
     for t in p.eval.suite_tasks:
         acc = s.mean(t, window)
@@ -37,7 +37,7 @@ def doable_ruler(suite, p: Profile) -> tuple[str, ...]:
     return tuple(t for t in ruler_in_suite(p) if can[t]["doable"])
 
 
-def _doable_caption(suite, p: Profile, tasks: Sequence[str]) -> str:
+def doable_caption(suite, p: Profile, tasks: Sequence[str]) -> str:
     can = base_can_do(suite, p)
     no = [label(t) for t in tasks if can[t]["doable"] is False]
     na = [label(t) for t in tasks if can[t]["doable"] is None]
@@ -85,7 +85,7 @@ def tidy_csv(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def task_percent(suite, p: Profile, length: int) -> dict[str, dict[str, float | None]]:
     """Checkpoint -> short task label -> accuracy in percent at ``length`` (None when n/a)."""
-    return {n: {label(t): pct(_scores(suite, n, "suite").mean(t, length)) for t in p.eval.suite_tasks} for n in suite}
+    return {n: {label(t): pct(scores_of(suite, n, "suite").mean(t, length)) for t in p.eval.suite_tasks} for n in suite}
 
 
 # -- testbed verdicts (training and evaluation notebooks) -----------------------------------------
