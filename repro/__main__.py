@@ -1,4 +1,10 @@
-"""Command line: ``python -m repro reproduce [--profile tiny] [--paper NAME] [--only NAME] [--force]``."""
+"""Command line.
+
+``python -m repro reproduce [--profile tiny] [--paper NAME] [--only NAME] [--force]``: every figure and table;
+``python -m repro bench``: training and generation throughput (``TB-Throughput``);
+``python -m repro base-search NAME ...``: train and score base candidates (``TB-BaseSearch``);
+``python -m repro profiles``: the profiles.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +28,25 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--run-dir", default="runs", help="where checkpoints, results and executed notebooks go")
     r.add_argument("--figures-dir", default=None, help="default: figures/ (tiny) or figures/<profile>/")
     sub.add_parser("profiles", help="list the profiles")
+    b = sub.add_parser("bench", help="training and generation throughput in one run (TB-Throughput)")
+    b.add_argument("--profile", default="tiny", help="whose model is benchmarked (random weights; default tiny)")
+    b.add_argument("--figures-dir", default="figures", help="where TB-Throughput.{csv,md} go (default figures/)")
+    b.add_argument("--quick", action="store_true", help="fewer steps, no HF Trainer or side-by-side arm (a check)")
+    s_ = sub.add_parser("base-search", help="train and score base-model candidates (TB-BaseSearch)")
+    s_.add_argument("names", nargs="*", help="candidate names (default: list them)")
+    s_.add_argument("--run-dir", default="runs")
+    s_.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    s_.add_argument("--figures-dir", default="figures", help="where TB-BaseSearch.{csv,md} go")
     args = ap.parse_args(argv)
+
+    if args.cmd == "bench":
+        from repro.bench.cli import bench_main
+
+        return bench_main(args.profile, args.figures_dir, args.quick)
+    if args.cmd == "base-search":
+        from repro.stages.base_search import search_main
+
+        return search_main(args.names, args.run_dir, args.threads, args.figures_dir)
 
     if args.cmd == "profiles":
         for name in PROFILES:

@@ -37,7 +37,6 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
     from repro.methods import extension_spec
     from repro.models import load_model, n_params
     from repro.profiles import get_profile
-    from repro.reports.longrecipe import step_flops
     from repro.train import clm_step
 
     p = get_profile(profile) if isinstance(profile, str) else profile
@@ -88,3 +87,10 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
                     "tokens_per_step": tps, "sample_len": n,
                     "flops_per_step": step_flops(params, p.model.num_layers, p.model.hidden_size, int(tps), n)}
     return out
+
+
+def step_flops(n_params: int, layers: int, hidden: int, tokens: int, sample_len: int) -> float:
+    """Training FLOPs of one step: 6 x params x tokens plus causal attention scores and values
+    (6 x layers x hidden x sample_len^2 per sample, forward and backward)."""
+    samples = tokens / max(sample_len, 1)
+    return 6.0 * n_params * tokens + 6.0 * layers * hidden * sample_len ** 2 * samples

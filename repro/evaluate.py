@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Sequence
 
-import torch
 from tqdm.auto import tqdm
 
 from repro.tasks import get_task
@@ -76,21 +75,12 @@ class EvalGrid:
         return len(self.tasks) * sum(self.lengths) * len(self.depths) * self.samples * len(self.eval_seeds)
 
 
-@torch.no_grad()
 def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
-    """Greedy continuations of ``prompts`` (left-padded batch, KV cache, stops at EOS)."""
-    side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    try:
-        enc = tokenizer(list(prompts), return_tensors="pt", padding=True)
-    finally:
-        tokenizer.padding_side = side
-    dev = next(model.parameters()).device
-    out = model.generate(input_ids=enc.input_ids.to(dev), attention_mask=enc.attention_mask.to(dev),
-                         max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-    new = out[:, enc.input_ids.shape[1]:]
-    return [tokenizer.decode(row, skip_special_tokens=True) for row in new]
+    """Greedy continuations of ``prompts`` (left-padded batch, KV cache, stops at EOS); see
+    :func:`repro.generate.greedy_generate` (token-for-token what HF ``generate`` returns, faster)."""
+    from repro.generate import greedy_generate
+
+    return greedy_generate(model, tokenizer, prompts, max_new_tokens)
 
 
 def run_grid(model, tokenizer, grid: EvalGrid, progress: bool = True, label: str = "",

@@ -98,19 +98,49 @@ def causal_doc_mask(doc_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         ~allowed, torch.finfo(dtype).min)[:, None]
 
 
+def _attention_mask(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor | None,
+                    doc_ids: torch.Tensor | None) -> torch.Tensor | None:
+    """The ``attention_mask`` of the masking policy in the module docstring."""
+    if doc_ids is None or bool((doc_ids == doc_ids[:, :1]).all()):
+        return torch.ones_like(input_ids)
+    if position_ids is not None and is_packed_restart(position_ids.cpu().numpy()) and \
+            _restarts_match(position_ids, doc_ids):
+        return None
+    return causal_doc_mask(doc_ids, next(model.parameters()).dtype)
+
+
 def forward(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None,
             doc_ids: torch.Tensor | None = None, **kwargs):
     """Run the model with the masking policy in the module docstring; returns the HF output."""
     kwargs.setdefault("use_cache", False)
-    if doc_ids is None or bool((doc_ids == doc_ids[:, :1]).all()):
-        mask = torch.ones_like(input_ids)
-    elif position_ids is not None and is_packed_restart(position_ids.cpu().numpy()) and \
-            _restarts_match(position_ids, doc_ids):
-        mask = None
-    else:
-        dtype = next(model.parameters()).dtype
-        mask = causal_doc_mask(doc_ids, dtype)
+    mask = _attention_mask(model, input_ids, position_ids, doc_ids)
     return model(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, **kwargs)
+
+
+def forward_hidden(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None,
+                   doc_ids: torch.Tensor | None = None, **kwargs) -> torch.Tensor:
+    """Like :func:`forward` but stops before the LM head: the final hidden states (B, T, H), through the
+    model's public ``get_decoder()`` (for :func:`repro.loss.chunked_clm_loss`)."""
+    kwargs.setdefault("use_cache", False)
+    mask = _attention_mask(model, input_ids, position_ids, doc_ids)
+    return model.get_decoder()(input_ids=input_ids, position_ids=position_ids, attention_mask=mask,
+                               **kwargs).last_hidden_state
+
+
+PLAIN_HEAD_FAMILIES: tuple[str, ...] = ("llama", "mistral", "mixtral", "qwen2", "qwen3")
+"""``config.model_type`` values whose logits are exactly ``final hidden @ lm_head.weight^T`` (no bias, scale
+or soft-capping in their forward); the chunked loss is used for these only."""
+
+
+def plain_head_weight(model: torch.nn.Module) -> torch.Tensor | None:
+    """The (V, H) output-embedding matrix when the model's logits are just ``hidden @ W^T``
+    (:data:`PLAIN_HEAD_FAMILIES`, bias-free head); None otherwise (the loss then uses the model's logits)."""
+    if getattr(getattr(model, "config", None), "model_type", None) not in PLAIN_HEAD_FAMILIES:
+        return None
+    head = model.get_output_embeddings()
+    if not isinstance(head, torch.nn.Linear) or head.bias is not None:
+        return None
+    return head.weight
 
 
 def _restarts_match(position_ids: torch.Tensor, doc_ids: torch.Tensor) -> bool:

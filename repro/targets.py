@@ -23,7 +23,7 @@ class Target:
     paper: str
     """The paper's value or claim, in our words (empty for testbed-only figures)."""
     notebook: str
-    """The notebook (without ``.ipynb``) that regenerates it."""
+    """The notebook (without ``.ipynb``) that regenerates it, or the ``python -m repro`` command."""
 
 
 _ROWS = [
@@ -36,6 +36,12 @@ _ROWS = [
     Target("TB-NIAH", "single-needle exact match by length x depth, base and extended models",
            "FLT-extended models retrieve at the target window (LongRecipe Tab.1: FLT NIAH(M) 82.3 at 80K)",
            "evaluation"),
+    Target("TB-Base", "the chosen base model's per-task accuracy at its own window (100+ fresh prompts per task), "
+                      "with standard errors", "n/a (testbed)", "evaluation"),
+    Target("TB-BaseSearch", "every base configuration tried: layers, width, steps, tokens, time, per-task accuracy",
+           "n/a (testbed)", "base-search"),
+    Target("TB-Throughput", "matmul ceiling; training tokens/s v1 vs new settings vs HF Trainer; share of the "
+                            "ceiling; our generator vs HF generate", "n/a (testbed)", "bench"),
     # LongRecipe
     Target("LR-Alg1", "position index transformation worked example (App. D, Eq. 5-7)",
            "split on . ! ? newline; first sentence at 0, later sentences after random gaps re-drawn per example",

@@ -26,12 +26,12 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from repro.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_text, read_json
-from repro.models import forward
+from repro.loss import chunked_clm_loss, weighted_clm_loss  # noqa: F401  (re-exported)
+from repro.models import forward, forward_hidden, plain_head_weight
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,11 @@ class TrainConfig:
     """Max gradient norm (0 disables clipping)."""
     bf16: bool = False
     """bf16 autocast for the forward pass."""
+    chunked_loss: bool = True
+    """Loss from the final hidden states in chunks, never the batch's full logits (:mod:`repro.loss`)."""
+    threads: int = 0
+    """torch intra-op threads for this run (0: leave the process setting). Pinned and recorded in
+    ``train_summary.json``: the same count on the same CPU type gives bit-identical weights."""
     checkpoint_every: int = 100
     """Checkpoint interval in steps (0: only the final weights)."""
     keep_checkpoints: int = 1
@@ -75,6 +80,8 @@ class TrainConfig:
         return cls(max_steps=max_steps, **{**kw, **overrides})
 
     def __post_init__(self):
+        if self.threads < 0:
+            raise ValueError(f"threads={self.threads}; allowed: 0 (leave as is) or >= 1")
         if self.schedule not in ("cosine", "constant"):
             raise ValueError(f"schedule={self.schedule!r}; allowed: cosine, constant")
         if self.max_steps < 1:
@@ -146,19 +153,6 @@ OPTIONAL_HOOKS: tuple[str, ...] = ("lr_scale", "loss")
 """The names of :class:`MethodHooks`."""
 
 
-def weighted_clm_loss(logits: torch.Tensor, input_ids: torch.Tensor,
-                      weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weighted next-token loss averaged over weighted target tokens of the whole batch.
-
-    ``weights[:, t]`` is the weight of predicting ``input_ids[:, t]`` (from position t-1).
-    Returns the scalar loss and the per-token loss (B, T-1).
-    """
-    ce = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), input_ids[:, 1:].reshape(-1),
-                         reduction="none").view(input_ids.shape[0], -1)
-    w = weights[:, 1:]
-    return (ce * w).sum() / w.sum().clamp_min(1e-8), ce
-
-
 def answer_exact_match(logits: torch.Tensor, input_ids: torch.Tensor, answer_group: torch.Tensor) -> tuple[int, int]:
     """Teacher-forced exact match of answers: (answers fully correct, answers)."""
     groups = answer_group[:, 1:]
@@ -173,17 +167,53 @@ def answer_exact_match(logits: torch.Tensor, input_ids: torch.Tensor, answer_gro
     return int(((wrong == 0) & (present > 0)).sum()), int((present > 0).sum())
 
 
-def clm_step(model, batch: dict[str, torch.Tensor], bf16: bool) -> tuple[torch.Tensor, dict[str, float]]:
-    """Forward + weighted CLM loss + training metrics for one batch."""
-    with torch.autocast("cpu" if batch["input_ids"].device.type == "cpu" else "cuda", dtype=torch.bfloat16,
-                        enabled=bf16):
-        out = forward(model, batch["input_ids"], batch["position_ids"], batch.get("doc_ids"))
-    loss, _ = weighted_clm_loss(out.logits, batch["input_ids"], batch["weights"])
-    metrics = {"loss": float(loss.detach())}
-    if "answer_group" in batch:
-        hit, total = answer_exact_match(out.logits.detach(), batch["input_ids"], batch["answer_group"])
-        if total:
-            metrics["train_em"] = hit / total
+def answer_exact_match_hidden(hidden: torch.Tensor, head: torch.Tensor, input_ids: torch.Tensor,
+                              answer_group: torch.Tensor) -> tuple[int, int]:
+    """:func:`answer_exact_match` from final hidden states: logits only at the answer tokens."""
+    groups = answer_group[:, 1:]
+    sel = groups >= 0
+    if not sel.any():
+        return 0, 0
+    pred = (hidden[:, :-1][sel].to(head.dtype) @ head.T).argmax(-1)
+    correct = pred == input_ids[:, 1:][sel]
+    g = groups[sel]
+    n = int(g.max()) + 1
+    wrong = torch.zeros(n, dtype=torch.long).index_add_(0, g, (~correct).long())
+    present = torch.zeros(n, dtype=torch.long).index_add_(0, g, torch.ones_like(g))
+    return int(((wrong == 0) & (present > 0)).sum()), int((present > 0).sum())
+
+
+def clm_step(model, batch: dict[str, torch.Tensor], bf16: bool, chunked: bool = True,
+             chunk: int = 2048) -> tuple[torch.Tensor, dict[str, float]]:
+    """Forward + weighted CLM loss + training metrics for one batch.
+
+    ``chunked`` (default) computes the loss with :func:`repro.loss.chunked_clm_loss` from the final
+    hidden states, for models whose head is a plain matrix (:func:`repro.models.plain_head_weight`);
+    otherwise, or with ``chunked=False``, from the model's logits (:func:`weighted_clm_loss`).
+    """
+    device = "cpu" if batch["input_ids"].device.type == "cpu" else "cuda"
+    head = plain_head_weight(model) if chunked else None
+    metrics: dict[str, float] = {}
+    if head is not None:
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+            hidden = forward_hidden(model, batch["input_ids"], batch["position_ids"], batch.get("doc_ids"))
+        loss = chunked_clm_loss(hidden, head, batch["input_ids"], batch["weights"], chunk,
+                                torch.bfloat16 if bf16 else None)
+        if "answer_group" in batch:
+            with torch.no_grad():
+                hit, total = answer_exact_match_hidden(hidden.detach(), head.detach(), batch["input_ids"],
+                                                       batch["answer_group"])
+            if total:
+                metrics["train_em"] = hit / total
+    else:
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+            out = forward(model, batch["input_ids"], batch["position_ids"], batch.get("doc_ids"))
+        loss, _ = weighted_clm_loss(out.logits, batch["input_ids"], batch["weights"])
+        if "answer_group" in batch:
+            hit, total = answer_exact_match(out.logits.detach(), batch["input_ids"], batch["answer_group"])
+            if total:
+                metrics["train_em"] = hit / total
+    metrics["loss"] = float(loss.detach())
     return loss, metrics
 
 
@@ -216,7 +246,8 @@ class Trainer:
                  loss_fn: Callable | None = None, progress: bool = True):
         self.model, self.method, self.cfg = model, method, cfg
         self.out_dir = Path(out_dir)
-        self.loss_fn = loss_fn or getattr(method, "loss", None) or (lambda m, b: clm_step(m, b, cfg.bf16))
+        self.loss_fn = loss_fn or getattr(method, "loss", None) or \
+            (lambda m, b: clm_step(m, b, cfg.bf16, cfg.chunked_loss))
         self.lr_scale = getattr(method, "lr_scale", None)
         self.progress = progress
         decay, no_decay = [], []
@@ -267,6 +298,15 @@ class Trainer:
         return lr
 
     def train(self, resume: bool = True, stop_after: int | None = None) -> Path:
+        threads = torch.get_num_threads()
+        if self.cfg.threads:
+            torch.set_num_threads(self.cfg.threads)
+        try:
+            return self._train(resume, stop_after)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _train(self, resume: bool, stop_after: int | None) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         final = self.out_dir / "final"
         if resume and (ckpt := latest_checkpoint(self.out_dir)) is not None:
@@ -313,8 +353,14 @@ class Trainer:
             self.model.save_pretrained(tmp)
             atomic_write_json(tmp / "train_summary.json", {
                 "steps": self.step, "method": self.method.name, "method_state": self.method.state_dict(),
-                "seconds_this_call": time.perf_counter() - t_start})
+                "seconds_this_call": time.perf_counter() - t_start, **run_environment()})
         return final
+
+
+def run_environment() -> dict:
+    """What a run's bits depend on besides its config: threads, torch version, CPU capability."""
+    return {"threads": torch.get_num_threads(), "torch": torch.__version__,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
 class Interrupted(RuntimeError):

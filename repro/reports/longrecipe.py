@@ -268,13 +268,6 @@ def lr_tab6(p: Profile, seconds: float | None, tokens: int | None) -> Report:
                   agrees="n/a", note="configuration table; nothing to agree with")
 
 
-def step_flops(n_params: int, layers: int, hidden: int, tokens: int, sample_len: int) -> float:
-    """Training FLOPs of one step: 6 x params x tokens plus causal attention scores and values
-    (6 x layers x hidden x sample_len^2 per sample, forward and backward)."""
-    samples = tokens / max(sample_len, 1)
-    return 6.0 * n_params * tokens + 6.0 * layers * hidden * sample_len ** 2 * samples
-
-
 def cost_rows(runs: Mapping[str, Mapping[str, Any]], reference: str = "flt") -> list[dict]:
     """Per-arm cost as ratios to ``reference``.
 

@@ -128,13 +128,6 @@ def test_lr_fig2_verdict_on_both_sides():
         assert lrr.lr_fig2(summary(ratio, segment)).agrees == "partly"
 
 
-def test_step_flops_formula():
-    # 6 N T plus 6 * layers * hidden * n^2 per sample
-    assert lrr.step_flops(1000, 2, 8, 40, 10) == 6 * 1000 * 40 + 6 * 2 * 8 * 100 * 4
-    full, short = lrr.step_flops(10**6, 2, 128, 8192, 1024), lrr.step_flops(10**6, 2, 128, 2456, 307)
-    assert short / full < 0.3
-
-
 def test_lr_tab6_shows_ours_beside_the_paper():
     rep = lrr.lr_tab6(P, 3600.0, 491_200)
     rows = {r["setting"]: r for r in rep.tables[0]["rows"]}

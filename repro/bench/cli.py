@@ -1,0 +1,35 @@
+"""``python -m repro bench``: the throughput benchmark on a profile's model, written as ``TB-Throughput``."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def bench_main(profile: str, figures_dir: str, quick: bool = False) -> int:
+    from repro.bench.throughput import BenchConfig, run_bench
+    from repro.figures import Recorder
+    from repro.models import build_tiny
+    from repro.profiles import PROFILES, get_profile
+
+    if profile not in PROFILES:
+        print(f"error: unknown profile {profile!r}; allowed: {', '.join(PROFILES)}", file=sys.stderr)
+        return 2
+    p = get_profile(profile)
+    if p.model.pretrained:
+        print(f"error: profile {profile!r} loads {p.model.pretrained}; the benchmark builds a model from the "
+              "profile's config (use smoke or tiny)", file=sys.stderr)
+        return 2
+    model = build_tiny(p.model, p.tokenizer.vocab_size, 2 * p.extend.target_window, 0, 1, 2)
+    cfg = BenchConfig(shapes=((p.base.window, max(p.base.tokens_per_step // p.base.window, 1)),
+                              (p.extend.target_window, p.extend.batch_size)))
+    if quick:
+        cfg = BenchConfig(shapes=cfg.shapes, steps=2, warmup=1, rounds=1, hf_trainer=False, side_by_side=False,
+                          gen_prompts=4, gen_new_tokens=4, matmul_n=512)
+    t0 = time.perf_counter()
+    rows = run_bench(model, cfg)
+    rec = Recorder(figures_dir, profile)
+    rec.table(rows, "TB-Throughput", caption=f"Throughput of the {profile} model (random weights), every arm in one "
+              f"run ({time.perf_counter() - t0:.0f} s); ratios are within this run.")
+    print(f"wrote {figures_dir}/TB-Throughput.csv and .md")
+    return 0

@@ -1,0 +1,253 @@
+"""Training and generation throughput, every arm in one run (ratios hold on a noisy machine).
+
+* the machine's ceiling: a large fp32 and bf16 matmul (GFLOP/s);
+* one training step of the profile's model at the base window and at the target, per
+  setting (:data:`TRAIN_ARMS`: the v1 trainer's fp32 + full-logit loss, the chunked loss,
+  bf16 autocast, ``torch.compile``; HF ``Trainer`` on the same model, batch, length and
+  AdamW), timed round-robin so that noise hits every arm alike; achieved FLOP/s
+  (:func:`repro.cost.step_flops`) as a share of the ceiling at the precision used;
+* two copies of the new setting side by side, one thread each (independent stages);
+* generation: prompt and generated tokens/s of :func:`repro.generate.greedy_ids` vs HF
+  ``generate`` on the same prompts.
+
+Random token ids stand in for data: throughput does not depend on the values.
+"""
+
+from __future__ import annotations
+
+import copy
+import multiprocessing as mp
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from repro.cost import step_flops
+
+TRAIN_ARMS: dict[str, dict] = {
+    "v1 (fp32, full logits)": {"bf16": False, "chunked": False, "compile": False},
+    "fp32, chunked loss": {"bf16": False, "chunked": True, "compile": False},
+    "bf16, chunked loss": {"bf16": True, "chunked": True, "compile": False},
+    "bf16, chunked, compiled": {"bf16": True, "chunked": True, "compile": True},
+}
+"""Our trainer's settings compared (the same step function the trainer runs: :func:`repro.train.clm_step`)."""
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What the benchmark runs."""
+
+    shapes: tuple[tuple[int, int], ...] = ((256, 32), (1024, 8))
+    """(sequence length, rows) per training shape: the base window and the target."""
+    steps: int = 6
+    """Timed optimizer steps per arm and shape (after ``warmup``), in ``rounds`` interleaved rounds."""
+    warmup: int = 2
+    """Untimed steps per arm (compilation happens here)."""
+    rounds: int = 2
+    """Round-robin rounds (A B C ... A B C ...)."""
+    threads: int = 2
+    """torch threads of the single-process arms."""
+    hf_trainer: bool = True
+    """Also time HF ``Trainer`` (fp32 and bf16) on the same model and batch."""
+    side_by_side: bool = True
+    """Also run two processes of the new setting side by side, one thread each."""
+    gen_prompts: int = 32
+    """Prompts per generation shape (one batch)."""
+    gen_lengths: tuple[int, ...] = (256, 1024)
+    """Prompt lengths of the generation benchmark."""
+    gen_new_tokens: int = 16
+    """Tokens generated per prompt (EOS disabled so both generators produce exactly this many)."""
+    matmul_n: int = 2048
+    """Size of the square matmuls of the ceiling."""
+
+
+def matmul_gflops(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
+    """GFLOP/s of an ``n x n`` matmul in ``dtype`` (best of ``reps``)."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * n ** 3 / best / 1e9
+
+
+def _batch(vocab: int, T: int, B: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, vocab, (B, T), generator=g)
+    return {"input_ids": ids, "position_ids": torch.arange(T).expand(B, T), "weights": torch.ones(B, T)}
+
+
+class _Arm:
+    """One setting's model copy, optimizer and step (the trainer's :func:`repro.train.clm_step`)."""
+
+    def __init__(self, model, settings: dict):
+        self.model = copy.deepcopy(model).train()
+        if settings["compile"]:
+            self.model.get_decoder().compile(dynamic=False)  # torch's in-place nn.Module.compile
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, betas=(0.9, 0.95))
+        self.bf16, self.chunked = settings["bf16"], settings["chunked"]
+
+    def step(self, batch) -> None:
+        from repro.train import clm_step
+
+        loss, _ = clm_step(self.model, batch, self.bf16, self.chunked)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+
+
+def time_train_arms(model, vocab: int, T: int, B: int, cfg: BenchConfig,
+                    arms_wanted: dict[str, dict] = TRAIN_ARMS) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Seconds per step of each setting, interleaved round-robin; and each arm's warmup seconds
+    (compilation included)."""
+    batch = _batch(vocab, T, B)
+    arms = {name: _Arm(model, s) for name, s in arms_wanted.items()}
+    warm: dict[str, float] = {}
+    for name, arm in arms.items():
+        t = time.perf_counter()
+        for _ in range(cfg.warmup):
+            arm.step(batch)
+        warm[name] = time.perf_counter() - t
+    times: dict[str, list[float]] = {n: [] for n in arms}
+    per_round = max(cfg.steps // cfg.rounds, 1)
+    for _ in range(cfg.rounds):
+        for name, arm in arms.items():
+            for _ in range(per_round):
+                t = time.perf_counter()
+                arm.step(batch)
+                times[name].append(time.perf_counter() - t)
+    return times, warm
+
+
+def time_hf_trainer(model, vocab: int, T: int, B: int, cfg: BenchConfig, bf16: bool, out_dir: str) -> list[float]:
+    """Seconds per step of HF ``Trainer`` (AdamW, same betas, clip 1.0, no logging/saving) on the same batch."""
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    batch = _batch(vocab, T, B)
+    rows = [{"input_ids": batch["input_ids"][i], "labels": batch["input_ids"][i]} for i in range(B)]
+    stamps: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            stamps.append(time.perf_counter())
+
+        def on_step_end(self, args, state, control, **kw):
+            stamps.append(time.perf_counter())
+
+    args = TrainingArguments(output_dir=out_dir, per_device_train_batch_size=B, max_steps=cfg.warmup + cfg.steps,
+                             learning_rate=1e-4, adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=1.0,
+                             lr_scheduler_type="constant", logging_strategy="no", save_strategy="no", report_to=[],
+                             bf16=bf16, use_cpu=True, dataloader_num_workers=0, disable_tqdm=True, seed=0)
+    Trainer(model=copy.deepcopy(model).train(), args=args, train_dataset=rows, callbacks=[Clock()]).train()
+    steps = [stamps[i + 1] - stamps[i] for i in range(0, len(stamps) - 1, 2)]
+    return steps[cfg.warmup:]
+
+
+def _side_by_side_worker(args) -> float:
+    model, vocab, T, B, cfg = args
+    torch.set_num_threads(1)
+    times, _ = time_train_arms(model, vocab, T, B, cfg, {"new": TRAIN_ARMS["bf16, chunked loss"]})
+    return statistics.median(times["new"])
+
+
+def time_side_by_side(model, vocab: int, T: int, B: int, cfg: BenchConfig) -> list[float]:
+    """Median seconds per step of two processes training side by side, one thread each."""
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        return pool.map(_side_by_side_worker, [(model, vocab, T, B, cfg)] * 2)
+
+
+@torch.no_grad()
+def time_generation(model, vocab: int, T: int, cfg: BenchConfig) -> dict[str, dict[str, float]]:
+    """Prompt and generated tokens/s of our generator vs HF ``generate`` on the same prompts.
+
+    Each generator is timed with 1 new token (the prompt pass) and with ``gen_new_tokens`` (the
+    difference is decoding), alternating, best of 3 each; both must return the same tokens.
+    """
+    from repro.generate import greedy_ids
+
+    model = copy.deepcopy(model).eval()
+    ids = _batch(vocab, T, cfg.gen_prompts, seed=1)["input_ids"]
+    mask = torch.ones_like(ids)
+    n_new = cfg.gen_new_tokens
+    gens = {
+        "ours": lambda n: greedy_ids(model, ids, mask, n, None, 0),
+        "hf": lambda n: model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n,
+                                       do_sample=False, use_cache=True, pad_token_id=0, eos_token_id=None)[:, T:],
+    }
+    if not torch.equal(gens["ours"](n_new), gens["hf"](n_new)):
+        raise AssertionError("our generator and HF generate disagree on the benchmark prompts")
+    best = {(g, n): float("inf") for g in gens for n in (1, n_new)}
+    for _ in range(3):
+        for (g, n) in best:
+            t = time.perf_counter()
+            gens[g](n)
+            best[g, n] = min(best[g, n], time.perf_counter() - t)
+    out = {}
+    for g in gens:
+        prompt_s, full_s = best[g, 1], best[g, n_new]
+        out[g] = {"seconds": full_s, "prompt_tokens_per_s": ids.numel() / prompt_s,
+                  "generated_tokens_per_s": cfg.gen_prompts * (n_new - 1) / (full_s - prompt_s)
+                  if full_s > prompt_s else float("nan")}
+    return out
+
+
+def run_bench(model, cfg: BenchConfig = BenchConfig(), out_dir: str = "/tmp", log=print) -> list[dict]:
+    """Every measurement of the module docstring, as the rows of ``TB-Throughput``."""
+    from repro.models import n_params
+
+    torch.set_num_threads(cfg.threads)
+    vocab = model.config.vocab_size
+    layers, hidden, n = model.config.num_hidden_layers, model.config.hidden_size, n_params(model)
+    ceiling = {"fp32": matmul_gflops(torch.float32, cfg.matmul_n), "bf16": matmul_gflops(torch.bfloat16, cfg.matmul_n)}
+    rows: list[dict] = [{"section": "ceiling", "setting": f"{p} matmul {cfg.matmul_n}^2", "GFLOP/s": round(g, 1)}
+                        for p, g in ceiling.items()]
+    log(f"ceiling: fp32 {ceiling['fp32']:.0f} GFLOP/s, bf16 {ceiling['bf16']:.0f}")
+    for T, B in cfg.shapes:
+        times, warm = time_train_arms(model, vocab, T, B, cfg)
+        if cfg.hf_trainer:
+            for bf16 in (False, True):
+                times[f"HF Trainer ({'bf16' if bf16 else 'fp32'})"] = time_hf_trainer(model, vocab, T, B, cfg, bf16,
+                                                                                      out_dir)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        flops = step_flops(n, layers, hidden, T * B, T)
+        v1 = med["v1 (fp32, full logits)"]
+        for name, sec in med.items():
+            prec = "bf16" if "bf16" in name else "fp32"
+            hf = med.get(f"HF Trainer ({prec})")
+            rows.append({"section": f"train {T} x {B}", "setting": name, "seconds/step": round(sec, 4),
+                         "tokens/s": round(T * B / sec), "vs v1": round(v1 / sec, 2),
+                         "vs HF Trainer (same precision)": round(hf / sec, 2) if hf else "",
+                         "GFLOP/s": round(flops / sec / 1e9, 1),
+                         "share of ceiling": round(flops / sec / 1e9 / ceiling[prec], 3),
+                         "warmup s": round(warm.get(name, float("nan")), 1) if name in warm else ""})
+            log(f"train {T}x{B} {name}: {T * B / sec:,.0f} tok/s ({v1 / sec:.2f}x v1)")
+        if cfg.side_by_side:
+            pair = time_side_by_side(model, vocab, T, B, cfg)
+            one = med["bf16, chunked loss"]
+            agg = sum(T * B / s for s in pair)
+            rows.append({"section": f"train {T} x {B}", "setting": "bf16, chunked: 2 processes x 1 thread (sum)",
+                         "seconds/step": round(statistics.mean(pair), 4), "tokens/s": round(agg),
+                         "vs v1": round(agg / (T * B / v1), 2), "vs HF Trainer (same precision)": "",
+                         "GFLOP/s": round(flops * sum(1 / s for s in pair) / 1e9, 1),
+                         "share of ceiling": round(flops * sum(1 / s for s in pair) / 1e9 / ceiling["bf16"], 3),
+                         "vs one 2-thread process": round(agg / (T * B / one), 2)})
+            log(f"side by side {T}x{B}: {agg:,.0f} tok/s ({agg / (T * B / one):.2f}x one 2-thread process)")
+    for T in cfg.gen_lengths:
+        g = time_generation(model, vocab, T, cfg)
+        for name, label in (("ours", "ours (repro.generate)"), ("hf", "HF generate")):
+            rows.append({"section": f"generate {cfg.gen_prompts} x {T} + {cfg.gen_new_tokens}", "setting": label,
+                         "seconds": round(g[name]["seconds"], 4),
+                         "prompt tokens/s": round(g[name]["prompt_tokens_per_s"]),
+                         "generated tokens/s": round(g[name]["generated_tokens_per_s"]),
+                         "vs HF generate": round(g["hf"]["seconds"] / g[name]["seconds"], 2)})
+        log(f"generate {T}: ours {g['hf']['seconds'] / g['ours']['seconds']:.2f}x HF generate")
+    env = {"threads": cfg.threads, "torch": torch.__version__, "params": n, "layers": layers, "hidden": hidden,
+           "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    for r in rows:
+        r.update(env)
+    return rows

@@ -1,0 +1,186 @@
+"""The base-model search: train candidate base configurations and score each at its own window.
+
+Each :class:`Candidate` is a named set of overrides of the ``tiny`` profile's ``model`` and
+``base`` sections. :func:`run_candidate` trains it with the ordinary base stage (cached like
+any stage), evaluates it at the base window on :data:`SEARCH_TASKS` with fresh prompts
+(evaluation seed :data:`SEARCH_EVAL_SEED`: keys from the evaluation pool, example seeds
+disjoint from training and from the seed-0 prompts that ``TB-Base`` reports on, so the
+pick is not scored on the prompts it was chosen on) and appends one row to a JSONL log:
+configuration, parameters, steps, tokens, wall time, threads and per-task accuracy with
+its standard error. ``TB-BaseSearch`` is that log as a table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repro.profiles import SUITE_TASKS, TINY, Profile
+
+ALL_TRAIN_TASKS: tuple[str, ...] = (
+    "niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3",
+    "niah_multivalue", "niah_multiquery", "json_kv", "niah_position", "vt", "cwe", "fwe", "qa_1", "qa_2",
+    "multihop_2", "multihop_3", "multihop_4")
+"""Every task family of the evaluation suite, as training rows (``train`` key pool, training seeds)."""
+
+SEARCH_TASKS: tuple[str, ...] = SUITE_TASKS + ("json_kv",)
+"""What a candidate is scored on at its window: the suite plus JSON KV (ProLong's recall category)."""
+
+SEARCH_EVAL_SEED = 7
+"""Evaluation seed of the search's prompts (``TB-Base`` reports on seed 0)."""
+
+SEARCH_DEPTHS: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
+"""Evidence depths of the search grid; ``samples`` examples each (5 x 20 = 100 per task by default)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One base configuration of the search."""
+
+    name: str
+    """Short id (a row of ``TB-BaseSearch``)."""
+    note: str
+    """What this candidate changes, and why it was tried."""
+    model: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the ``model`` section (e.g. ``{"num_layers": 4}``)."""
+    base: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the ``base`` section (curriculum, task mix, steps, bf16)."""
+
+    def profile(self, start: Profile = TINY) -> Profile:
+        return start.override(**{k: v for k, v in (("model", self.model), ("base", self.base)) if v})
+
+
+def _weights(tasks: tuple[str, ...], heavy: dict[str, float]) -> tuple[float, ...]:
+    return tuple(heavy.get(t, 1.0) for t in tasks)
+
+
+_ALL = {"train_tasks": ALL_TRAIN_TASKS,
+        "task_weights": _weights(ALL_TRAIN_TASKS, {"niah_single_3": 3.0, "niah_multikey_3": 3.0})}
+
+CANDIDATES: dict[str, Candidate] = {c.name: c for c in (
+    Candidate("v1", "the v1 base (2 layers x 128, 7 training families)"),
+    Candidate("l4-all", "4 layers x 128, every suite family in the mix", {"num_layers": 4}, _ALL),
+    Candidate("l4-all-bf16", "as l4-all with bf16 autocast (2x faster here; does copy formation survive?)",
+              {"num_layers": 4}, {**_ALL, "bf16": True}),
+    Candidate("l6-all-bf16", "6 layers x 128: does depth give multi-token key matching?",
+              {"num_layers": 6}, {**_ALL, "bf16": True}),
+)}
+"""Every configuration tried, in the order tried."""
+
+
+def get_candidate(name: str) -> Candidate:
+    if name not in CANDIDATES:
+        raise ValueError(f"unknown base candidate {name!r}; allowed: {', '.join(CANDIDATES)}")
+    return CANDIDATES[name]
+
+
+def binomial_se(p: float, n: int) -> float:
+    """Standard error of an accuracy ``p`` measured on ``n`` examples."""
+    return math.sqrt(max(p * (1 - p), 0.0) / n) if n else float("nan")
+
+
+def score_base(final: Path, tokenizer, window: int, samples: int = 20, seed: int = SEARCH_EVAL_SEED,
+               tasks: tuple[str, ...] = SEARCH_TASKS, batch_size: int = 32, progress: bool = True) -> dict:
+    """Per-task accuracy (and its standard error, n) of a checkpoint at ``window``."""
+    from repro.evaluate import EvalGrid, run_grid
+    from repro.models import load_model
+
+    model = load_model(final)
+    grid = EvalGrid(tasks=tasks, lengths=(window,), depths=SEARCH_DEPTHS, samples=samples, batch_size=batch_size,
+                    eval_seeds=(seed,))
+    t0 = time.perf_counter()
+    skipped: list = []
+    rows = run_grid(model, tokenizer, grid, progress=progress, label=final.parent.name, skipped=skipped)
+    out: dict[str, dict] = {}
+    for t in tasks:
+        s = [r["score"] for r in rows if r["task"] == t]
+        if s:
+            acc = sum(s) / len(s)
+            out[t] = {"acc": acc, "se": binomial_se(acc, len(s)), "n": len(s)}
+    return {"tasks": out, "eval_seconds": time.perf_counter() - t0, "skipped": skipped}
+
+
+def run_candidate(name: str, run_dir: str | Path = "runs", log: str | Path | None = None, samples: int = 20,
+                  progress: bool = True) -> dict:
+    """Train (or reuse) candidate ``name``'s base, score it, append the row to ``log`` and return it."""
+    import torch
+
+    from repro.data.tokenizer import load_tokenizer
+    from repro.models import load_model, n_params
+    from repro.stages.base import train_base
+
+    cand = get_candidate(name)
+    p = cand.profile()
+    final = train_base(p, run_dir, progress=progress)
+    summary = json.loads((final / "train_summary.json").read_text())
+    metrics = [json.loads(ln) for ln in (final.parent / "metrics.jsonl").read_text().splitlines() if ln]
+    tok = load_tokenizer(final)
+    scores = score_base(final, tok, p.base.window, samples=samples, progress=progress)
+    row = {"name": name, "note": cand.note, "model": cand.model, "base": {k: v for k, v in cand.base.items()
+                                                                          if k != "task_weights"},
+           "layers": p.model.num_layers, "hidden": p.model.hidden_size, "params": n_params(load_model(final)),
+           "bf16": p.base.bf16, "steps": summary["steps"], "tokens": sum(m["tokens"] for m in metrics),
+           "train_seconds": sum(m["seconds"] for m in metrics), "copy_steps": summary["method_state"].get("copy_steps"),
+           "threads": torch.get_num_threads(), "torch": torch.__version__,
+           "cpu": platform.processor() or platform.machine(),
+           "checkpoint": str(final), **scores}
+    if log is not None:
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a") as f:
+            f.write(json.dumps(row) + "\n")
+    return row
+
+
+def search_rows(log: str | Path) -> list[dict]:
+    """``TB-BaseSearch``: one row per candidate run in ``log`` (the latest run of each name wins)."""
+    latest: dict[str, dict] = {}
+    for line in Path(log).read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            latest[r["name"]] = r
+    rows = []
+    for r in latest.values():
+        row = {"candidate": r["name"], "layers": r["layers"], "hidden": r["hidden"], "params (M)": r["params"] / 1e6,
+               "bf16": r["bf16"], "steps": r["steps"], "tokens (M)": r["tokens"] / 1e6,
+               "train min": r["train_seconds"] / 60, "threads": r["threads"], "copy steps": r.get("copy_steps")}
+        row.update({t: round(100 * v["acc"], 1) for t, v in r["tasks"].items()})
+        row["what changed"] = r["note"]
+        rows.append(row)
+    return rows
+
+
+def search_main(names: list[str], run_dir: str, threads: int, figures_dir: str) -> int:
+    """``python -m repro base-search``: list candidates, or run them and rewrite ``TB-BaseSearch``."""
+    import sys
+
+    import torch
+
+    from repro.figures import Recorder
+
+    if not names:
+        for c in CANDIDATES.values():
+            print(f"{c.name:>14}: {c.note}")
+        return 0
+    bad = [n for n in names if n not in CANDIDATES]
+    if bad:
+        print(f"error: unknown base candidate(s) {bad}; allowed: {', '.join(CANDIDATES)}", file=sys.stderr)
+        return 2
+    if threads < 0:
+        print(f"error: --threads={threads}; allowed: 0 (torch's default) or >= 1", file=sys.stderr)
+        return 2
+    if threads:
+        torch.set_num_threads(threads)
+    log = Path(run_dir) / "tiny" / "base_search.jsonl"
+    for n in names:
+        row = run_candidate(n, run_dir, log)
+        print(n, {t: round(v["acc"], 2) for t, v in row["tasks"].items()})
+    Recorder(figures_dir, "tiny").table(search_rows(log), "TB-BaseSearch", caption=(
+        f"Every base configuration tried; accuracy (%) at the base window on {SEARCH_DEPTHS} depths x 20 "
+        f"fresh prompts per task (evaluation seed {SEARCH_EVAL_SEED}); wall time as run (other jobs may have "
+        "shared the CPU: tokens are the comparable cost)."))
+    return 0
