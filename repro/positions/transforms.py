@@ -101,7 +101,7 @@ def pose(sample: PositionSample, target: int, rng: np.random.Generator,
          num_chunks: int | None = None, first_chunk: str = "paper") -> np.ndarray:
     """PoSE (Zhu et al. 2023, §3.2, Eq. 3-4; LongRecipe §5.1): chunks with skipping biases.
 
-    ``first_chunk="paper"`` (default; the paper's method as defined, its appendix):
+    ``first_chunk="paper"`` (default; the method as the PoSE paper's appendix defines it):
     the window of ``n`` tokens is cut into ``num_chunks`` non-empty chunks at cut
     points drawn uniformly without replacement from ``1..n-1``, so with two chunks
     the first chunk's length is ``U{1, ..., n-1}`` (chunk lengths re-sampled per
@@ -261,7 +261,7 @@ def longrecipe_official(sample: PositionSample, target: int, rng: np.random.Gene
     2. **Gaps may be 0**: the ``N`` sentences and ``target - n`` empty cells form a
        list of ``target - n + N`` cells; ``N`` distinct cells are drawn uniformly,
        sentence 0 goes to cell 0 and sentence ``k >= 1`` to the ``(k+1)``-th smallest
-       drawn cell (the smallest draw only fixes how many cells sentence 1 may use).
+       drawn cell (the smallest draw is discarded).
        Two sentences in neighbouring cells are contiguous (gap 0), so they merge
        into one segment; the last position never exceeds ``target - 1``.
     3. **Identity prefix**: the first ``r ~ U{1, ..., floor((n+1)/2)}`` tokens get
