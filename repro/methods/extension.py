@@ -74,11 +74,12 @@ class Extension:
         self.batch_size, self.retrieval_fraction, self.seed = batch_size, retrieval_fraction, seed
         self.tok, self.corpus = tokenizer, corpus
         self.retrieval = RetrievalRows(tokenizer, train_tasks, context_weight=context_weight)
-        self.ends = sentence_end_table(tokenizer)
+        self.pieces = token_piece_table(tokenizer)
+        self.ends = sentence_end_table(tokenizer, self.pieces)
         self.is_anchor = np.zeros(len(self.ends), dtype=bool)
         if anchors is not None:
             self.is_anchor[np.asarray(anchors, dtype=np.int64)] = True
-        self.transform = _transform(spec.transform, self.ends)
+        self.transform = _transform(spec.transform, self.ends, self.pieces)
         _check_params(name, spec)
         self.stats = {"rows": 0, "tokens": 0, "fallback_rows": 0}
 
@@ -151,11 +152,18 @@ class Extension:
         return out
 
 
-def sentence_end_table(tokenizer) -> np.ndarray:
-    """Per vocabulary id: does the token's text contain a sentence delimiter (``. ! ? \\n``)?"""
+def token_piece_table(tokenizer) -> np.ndarray:
+    """Per vocabulary id: the token's decoded text (an object array of ``str``)."""
+    return np.array([tokenizer.decode([i]) for i in range(len(tokenizer))], dtype=object)
+
+
+def sentence_end_table(tokenizer, pieces: np.ndarray | None = None) -> np.ndarray:
+    """Per vocabulary id: does the token's text contain a sentence delimiter (``. ! ? \\n``)?
+    ``pieces``: :func:`token_piece_table` of ``tokenizer``, where already computed."""
     from repro.positions import SENTENCE_DELIMITERS
 
-    return np.array([any(d in tokenizer.decode([i]) for d in SENTENCE_DELIMITERS) for i in range(len(tokenizer))])
+    pieces = token_piece_table(tokenizer) if pieces is None else pieces
+    return np.array([any(d in p for d in SENTENCE_DELIMITERS) for p in pieces], dtype=bool)
 
 
 def _check_params(method: str, spec: ExtensionSpec) -> None:
@@ -170,8 +178,9 @@ def _check_params(method: str, spec: ExtensionSpec) -> None:
                          f"allowed: {sorted(allowed)}")
 
 
-def _transform(name: str, sentence_ends: np.ndarray | None):
-    """A position transform ``f(tokens, target, rng, **params) -> positions`` from :mod:`repro.positions`."""
+def _transform(name: str, sentence_ends: np.ndarray | None, pieces: np.ndarray | None = None):
+    """A position transform ``f(tokens, target, rng, **params) -> positions`` from :mod:`repro.positions`
+    (``pieces``: each vocabulary id's text, for transforms that split at token texts)."""
     from repro import positions
     from repro.analysis.selection import sentence_bounds
 
@@ -189,7 +198,8 @@ def _transform(name: str, sentence_ends: np.ndarray | None):
         if starts is None and sentence_ends is not None:
             starts = sentence_bounds(sentence_ends[tokens])[:, 0]
         sample = positions.PositionSample(n=len(tokens), token_ids=tuple(int(t) for t in tokens),
-                                          sentence_starts=None if starts is None else tuple(int(x) for x in starts))
+                                          sentence_starts=None if starts is None else tuple(int(x) for x in starts),
+                                          token_texts=None if pieces is None else tuple(pieces[tokens]))
         return fn(sample, target, rng, **params)
 
     return call

@@ -41,12 +41,17 @@ def _rebin(counts: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def plot_coverage(position_counts: Mapping[str, np.ndarray], distance_counts: Mapping[str, np.ndarray],
-                  draws: int, bins: int = 128) -> Figure:
-    """Coverage of the target window: tokens per position and pairs per distance, per draw."""
+                  draws: int, bins: int = 128, sample_len: int | None = None) -> Figure:
+    """Coverage of the target window: tokens per position and pairs per distance, per draw.
+
+    ``sample_len``: marks position ``n`` (tokens right of it are at positions ``>= n``)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
     for name, c in position_counts.items():
         x, y = _rebin(c, bins)
         a.step(x, y / draws, where="post", label=name, lw=1)
+    if sample_len is not None:
+        a.axvline(sample_len, color="grey", lw=0.6, ls="--")
+        a.text(sample_len, 0.02, f" n = {sample_len}", fontsize=7, color="grey", transform=a.get_xaxis_transform())
     a.set_xlabel("position id")
     a.set_ylabel("tokens per position per draw")
     a.set_title("position coverage")
@@ -57,32 +62,38 @@ def plot_coverage(position_counts: Mapping[str, np.ndarray], distance_counts: Ma
     b.set_xlabel("relative distance")
     b.set_ylabel("token pairs per distance per draw")
     b.set_title("relative-distance coverage")
-    a.legend(fontsize=7)
+    a.legend(fontsize=7, loc="upper right", ncol=2)
     fig.tight_layout()
     return fig
 
 
-def plot_lr_fig2(rows: Sequence[Mapping], methods: Sequence[str] | None = None) -> Figure:
-    """LongRecipe Fig. 2: average token distance and mean continuous-segment length per method x target."""
+def plot_lr_fig2(rows: Sequence[Mapping], methods: Sequence[str] | None = None,
+                 texts: Sequence[str] | None = None) -> Figure:
+    """LongRecipe Fig. 2: average token distance, mean continuous-segment length and the share of tokens at
+    positions >= n per method x target; one row of panels per text (``mixed``, ``prose``)."""
     targets = sorted({r["target"] for r in rows})
     methods = list(methods or dict.fromkeys(r["method"] for r in rows))
-    by = {(r["method"], r["target"]): r for r in rows}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    texts = list(texts or dict.fromkeys(r.get("text", "mixed") for r in rows))
+    by = {(r["method"], r.get("text", "mixed"), r["target"]): r for r in rows}
+    panels = [("avg_token_distance", "average token distance", False),
+              ("mean_segment_length", "mean continuous segment (tokens)", True),
+              ("share_at_or_beyond_n", "share of tokens at positions >= n", False)]
+    fig, axes = plt.subplots(len(texts), len(panels), figsize=(16, 3.8 * len(texts)), squeeze=False)
     width = 0.8 / max(1, len(methods))
     x = np.arange(len(targets))
-    for col, (key, label, log) in enumerate([("avg_token_distance", "average token distance", False),
-                                             ("mean_segment_length", "mean continuous segment (tokens)", True)]):
-        ax = axes[col]
-        for i, m in enumerate(methods):
-            vals = [by[(m, t)][key] if (m, t) in by else np.nan for t in targets]
-            bars = ax.bar(x + (i - (len(methods) - 1) / 2) * width, vals, width, label=m)
-            ax.bar_label(bars, fmt="%.3g", fontsize=6)
-        ax.set_xticks(x, [f"{t // 1024}K" if t % 1024 == 0 else str(t) for t in targets])
-        ax.set_xlabel("target window")
-        ax.set_title(label, fontsize=10)
-        if log:
-            ax.set_yscale("log")
-    axes[0].legend(fontsize=8)
+    for row, text in enumerate(texts):
+        for col, (key, label, log) in enumerate(panels):
+            ax = axes[row, col]
+            for i, m in enumerate(methods):
+                vals = [by[(m, text, t)].get(key, np.nan) if (m, text, t) in by else np.nan for t in targets]
+                bars = ax.bar(x + (i - (len(methods) - 1) / 2) * width, vals, width, label=m)
+                ax.bar_label(bars, fmt="%.2g" if key == "share_at_or_beyond_n" else "%.3g", fontsize=5)
+            ax.set_xticks(x, [f"{t // 1024}K" if t % 1024 == 0 else str(t) for t in targets])
+            ax.set_xlabel("target window")
+            ax.set_title(f"{label} ({text} text)", fontsize=10)
+            if log:
+                ax.set_yscale("log")
+    axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
     return fig
 

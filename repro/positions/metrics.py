@@ -3,11 +3,14 @@
 LongRecipe §6 "Analysis", Fig. 2: :func:`avg_token_distance`,
 :func:`mean_segment_length` (:func:`lr_fig2_rows`, :func:`lr_fig2_summary`),
 plus window coverage (:func:`position_counts`, :func:`distance_counts`,
-:func:`coverage`) and one draw of each transform for plotting (:func:`examples`).
+:func:`coverage`, :func:`coverages`) and one draw of each transform for plotting (:func:`examples`).
+The rows and panels are named by :data:`LR_FIG2_SPECS` (a transform with parameters,
+e.g. ``pose_official``) or by any registered transform name.
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -102,6 +105,16 @@ class Coverage:
     """Number of draws."""
 
 
+def coverages(sample: PositionSample, target: int, methods: Sequence[str], draws: int,
+              seed: int = 0) -> dict[str, Coverage]:
+    """:func:`coverage` of each method (an :data:`LR_FIG2_SPECS` label or a transform name), by method."""
+    out = {}
+    for method in methods:
+        name, params = method_spec(method)
+        out[method] = coverage(name, sample, target, draws, seed, **params)
+    return out
+
+
 def coverage(name: str, sample: PositionSample, target: int, draws: int, seed: int = 0,
              **params: Any) -> Coverage:
     """Accumulate :func:`position_counts` and :func:`distance_counts` over ``draws`` samples."""
@@ -123,90 +136,159 @@ def coverage(name: str, sample: PositionSample, target: int, draws: int, seed: i
 # ---------------------------------------------------------------------------------------
 # LongRecipe Fig. 2
 # ---------------------------------------------------------------------------------------
-LR_FIG2_METHODS: tuple[str, ...] = ("flt", "rpes", "pose", "longrecipe")
-"""Methods compared in LongRecipe Fig. 2."""
+LR_FIG2_SPECS: dict[str, tuple[str, dict]] = {
+    "flt": ("flt", {}),
+    "rpes": ("rpes", {}),
+    "pose": ("pose", {}),
+    "pose_official": ("pose", {"first_chunk": "official"}),
+    "longrecipe_eq7": ("longrecipe_eq7", {}),
+    "longrecipe": ("longrecipe_alg1", {}),
+    "longrecipe_official": ("longrecipe_official", {}),
+}
+"""LR-Fig2 rows: label -> (transform, parameters). ``pose`` and ``longrecipe`` (Algorithm 1) are the
+papers' definitions; ``pose_official`` (first chunk ``U{1..floor((n+1)/2)}``) and ``longrecipe_official``
+(identity prefix, gaps >= 0, exact sentence-end tokens) are the authors' code; ``longrecipe_eq7`` is the
+paper's Eq. 5-7 reading."""
+
+LR_FIG2_METHODS: tuple[str, ...] = tuple(LR_FIG2_SPECS)
+"""Methods compared in LongRecipe Fig. 2 (FLT, RPES, PoSE, LongRecipe), with the other readings of PoSE and
+LongRecipe beside them."""
+
+LR_FIG2_TEXTS: dict[str, tuple[str, ...]] = {"mixed": ("prose", "code"), "prose": ("prose",)}
+"""Text of the LR-Fig2 samples: label -> corpus sources (``mixed``: prose and code, as the arms train on;
+``prose``: prose only, nearer the paper's SlimPajama)."""
+
+LR_FIG2_PAPER_SEGMENT: float = 88.0
+"""LongRecipe's mean continuous-segment length in Fig. 2 (§6), tokens."""
 
 LR_FIG2_COLUMNS: tuple[str, ...] = (
-    "method", "target", "sample_len", "draws", "avg_token_distance", "avg_token_distance_std",
-    "mean_segment_length", "mean_segment_steps", "segments", "max_position")
-"""Columns of the LR-Fig2 table."""
+    "method", "text", "target", "sample_len", "draws", "avg_token_distance", "avg_token_distance_std",
+    "mean_segment_length", "mean_segment_steps", "segments", "max_position", "share_at_or_beyond_n")
+"""Columns of the LR-Fig2 table (``share_at_or_beyond_n``: share of tokens at positions >= ``sample_len``)."""
+
+
+def method_spec(method: str) -> tuple[str, dict]:
+    """``(transform name, parameters)`` of an :data:`LR_FIG2_SPECS` label or a registered transform name."""
+    if method in LR_FIG2_SPECS:
+        name, params = LR_FIG2_SPECS[method]
+        return name, dict(params)
+    if method not in TRANSFORM_INFO:
+        allowed = sorted(set(LR_FIG2_SPECS) | set(TRANSFORM_INFO))
+        raise ValueError(f"unknown method {method!r}; allowed: an LR_FIG2_SPECS label or a transform name {allowed}")
+    return method, {}
+
+
+def _method_seed(method: str) -> int:
+    """A stable integer per method label, so a row's draws do not depend on which other rows are computed."""
+    return zlib.crc32(method.encode())
 
 
 def lr_fig2_rows(samples: Mapping[int, PositionSample], methods: Sequence[str] = LR_FIG2_METHODS,
-                 seed: int = 0, draws: int = 8) -> list[dict]:
+                 seed: int = 0, draws: int = 8, text: str = "mixed") -> list[dict]:
     """LongRecipe Fig. 2 statistics: one row per method x target.
 
     ``samples`` maps each target window to the short sample simulating it
-    (e.g. ``{81920: 24576-token sample, 131072: 39322-token sample}``). FLT is
-    full-length training, so its row uses identity positions on ``target``
-    tokens (``sample_len = target``). Every other method is drawn ``draws``
-    times (fresh parameters each time, seeded by ``seed``); the row holds the
-    mean (and std) of :func:`avg_token_distance`, the mean of
-    :func:`mean_segment_length` / :func:`mean_segment_steps`, the mean number
-    of segments and the largest position seen.
+    (e.g. ``{81920: 24576-token sample, 131072: 39322-token sample}``); ``text``
+    labels them in the ``text`` column (:data:`LR_FIG2_TEXTS`). ``methods`` are
+    :data:`LR_FIG2_SPECS` labels or transform names. FLT is full-length training,
+    so its row uses identity positions on ``target`` tokens (``sample_len = target``).
+    Every other method is drawn ``draws`` times (fresh parameters each time,
+    seeded by ``seed``, the target and the method label); the row holds the mean
+    (and std) of :func:`avg_token_distance`, the mean of :func:`mean_segment_length`
+    / :func:`mean_segment_steps`, the mean number of segments, the largest
+    position seen and the mean share of tokens at positions ``>= sample_len``
+    (how far the method reaches beyond the sample's own positions).
     """
     rows = []
-    for t_idx, (target, sample) in enumerate(sorted(samples.items())):
-        for m_idx, method in enumerate(methods):
-            get_transform(method)
-            rng = np.random.default_rng([seed, t_idx, m_idx])
-            smp = PositionSample(n=target) if method == "flt" else sample
-            k = 1 if method == "flt" else _check_int("draws", draws, 1)
-            dist, seg, steps, nseg, top = [], [], [], [], 0
+    for target, sample in sorted(samples.items()):
+        for method in methods:
+            name, params = method_spec(method)
+            rng = np.random.default_rng([seed, int(target), _method_seed(method)])
+            smp = PositionSample(n=target) if name == "flt" else sample
+            k = 1 if name == "flt" else _check_int("draws", draws, 1)
+            dist, seg, nseg, beyond, top = [], [], [], [], 0
             for _ in range(k):
-                p = apply_transform(method, smp, target, rng)
+                p = apply_transform(name, smp, target, rng, **params)
                 lengths = segment_lengths(p)
                 dist.append(avg_token_distance(p))
                 seg.append(float(lengths.mean()))
-                steps.append(float(lengths.mean()) - 1.0)
                 nseg.append(lengths.size)
+                beyond.append(float(np.mean(p >= smp.n)))
                 top = max(top, int(p.max()))
-            rows.append({"method": method, "target": int(target), "sample_len": smp.n, "draws": k,
+            rows.append({"method": method, "text": text, "target": int(target), "sample_len": smp.n, "draws": k,
                          "avg_token_distance": float(np.mean(dist)),
                          "avg_token_distance_std": float(np.std(dist)),
                          "mean_segment_length": float(np.mean(seg)),
-                         "mean_segment_steps": float(np.mean(steps)),
-                         "segments": float(np.mean(nseg)), "max_position": top})
+                         "mean_segment_steps": float(np.mean(seg)) - 1.0,
+                         "segments": float(np.mean(nseg)), "max_position": top,
+                         "share_at_or_beyond_n": float(np.mean(beyond))})
     return rows
 
 
 def examples(sample: PositionSample, target: int, seed: int = 0,
-             names: Sequence[str] = ("flt", "pose", "rpes", "longrecipe_eq7", "longrecipe_alg1",
-                                     "skip", "cyclic", "dilation", "chunk_permutation")) -> dict:
+             names: Sequence[str] = ("flt", "pose", "pose_official", "rpes", "longrecipe_eq7", "longrecipe_alg1",
+                                     "longrecipe_official", "skip", "cyclic", "dilation",
+                                     "chunk_permutation")) -> dict:
     """One draw of each transform on ``sample`` (views: the perturbed indices), for plotting.
 
-    Views that need a larger window than ``target`` (skip with ``Y = L``,
-    dilation by 2) are drawn with ``target = max(target, 2 n)``.
+    ``names`` are transform names or :data:`LR_FIG2_SPECS` labels. Views that
+    need a larger window than ``target`` (skip with ``Y = L``, dilation by 2) are
+    drawn with ``target = max(target, 2 n)``.
     """
     out = {}
-    for i, name in enumerate(names):
+    for i, label in enumerate(names):
         rng = np.random.default_rng([seed, i])
+        name, params = method_spec(label)
         get_transform(name)
         info = TRANSFORM_INFO[name]
         t = max(target, 2 * sample.n) if info.kind == "view" else target
-        r = apply_transform(name, sample, t, rng)
-        out[name] = r.perturbed if isinstance(r, ViewPair) else r
+        r = apply_transform(name, sample, t, rng, **params)
+        out[label] = r.perturbed if isinstance(r, ViewPair) else r
     return out
 
 
-def lr_fig2_summary(rows: Sequence[Mapping]) -> dict:
+def lr_fig2_summary(rows: Sequence[Mapping], text: str = "mixed") -> dict:
     """The three LongRecipe Fig. 2 claims measured on ``rows`` from :func:`lr_fig2_rows`.
 
-    ``distance_ratio_longrecipe_pose``: LongRecipe / PoSE average token distance
-    at the largest target (paper: about 2 at 128K). ``longrecipe_segment``:
-    LongRecipe mean continuous-segment length (tokens) averaged over targets
-    (paper: about 88). ``rpes_segment`` / ``rpes_segment_steps``: the same for
-    RPES in tokens and in ``+1`` steps (paper: nearly 0).
+    The claims use the rows of ``text`` (default ``mixed``, the text the arms train
+    on) and the papers' definitions: ``distance_ratio_longrecipe_pose``: LongRecipe
+    / PoSE average token distance at the largest target (paper: about 2 at 128K).
+    ``longrecipe_segment``: LongRecipe mean continuous-segment length (tokens)
+    averaged over targets (paper: about 88). ``rpes_segment`` /
+    ``rpes_segment_steps``: the same for RPES in tokens and in ``+1`` steps (paper:
+    nearly 0). Over all rows: ``segments`` maps ``"method/text"`` of every
+    LongRecipe reading to its mean segment (averaged over targets) and
+    ``nearest_segment`` is the ``(method, text, segment)`` nearest the paper's 88;
+    ``share_at_or_beyond_n`` maps ``"method/text"`` of every PoSE reading to its
+    share of tokens at positions ``>= n`` (averaged over targets).
     """
-    by = {(r["method"], r["target"]): r for r in rows}
-    top = max(r["target"] for r in rows)
-    lr = [r for r in rows if r["method"] == "longrecipe"]
-    rp = [r for r in rows if r["method"] == "rpes"]
+    mine = [r for r in rows if r.get("text", "mixed") == text]
+    if not mine:
+        allowed = sorted({r.get("text", "mixed") for r in rows})
+        raise ValueError(f"no LR-Fig2 rows with text={text!r}; allowed: {allowed}")
+    by = {(r["method"], r["target"]): r for r in mine}
+    top = max(r["target"] for r in mine)
+    lr = [r for r in mine if r["method"] == "longrecipe"]
+    rp = [r for r in mine if r["method"] == "rpes"]
+
+    def mean_by(prefix: str, key: str) -> dict[str, float]:
+        groups: dict[str, list[float]] = {}
+        for r in rows:
+            if r["method"].startswith(prefix):
+                groups.setdefault(f"{r['method']}/{r.get('text', 'mixed')}", []).append(r[key])
+        return {k: float(np.mean(v)) for k, v in groups.items()}
+
+    segments = mean_by("longrecipe", "mean_segment_length")
+    near = min(segments, key=lambda k: abs(segments[k] - LR_FIG2_PAPER_SEGMENT))
     return {
         "target": top,
+        "text": text,
         "distance_ratio_longrecipe_pose": by[("longrecipe", top)]["avg_token_distance"]
         / by[("pose", top)]["avg_token_distance"],
         "longrecipe_segment": float(np.mean([r["mean_segment_length"] for r in lr])),
         "rpes_segment": float(np.mean([r["mean_segment_length"] for r in rp])),
         "rpes_segment_steps": float(np.mean([r["mean_segment_steps"] for r in rp])),
+        "segments": segments,
+        "nearest_segment": (*near.split("/", 1), segments[near]),
+        "share_at_or_beyond_n": mean_by("pose", "share_at_or_beyond_n"),
     }

@@ -308,15 +308,29 @@ def lr_cost(runs: Mapping[str, Mapping[str, Any]], p: Profile, cost_steps: int, 
 
 def lr_fig2(summary: Mapping[str, Any]) -> Report:
     """LR-Fig2 verdict from the position statistics' summary (``repro.positions.lr_fig2_summary``): ``yes`` when
-    LongRecipe's average token distance is 1.7-2.3x PoSE's and its mean segment 50-130 tokens, else ``partly``."""
+    LongRecipe's average token distance is 1.7-2.3x PoSE's and its mean segment 50-130 tokens, else ``partly``.
+
+    The verdict uses the papers' definitions (PoSE, LongRecipe Algorithm 1) on the summary's text; ``ours`` also
+    names the LongRecipe reading and text whose segments come nearest the paper's 88 tokens and PoSE's share of
+    tokens at positions >= n under the paper's and the official code's first-chunk law, where the summary has
+    them."""
     ratio = summary["distance_ratio_longrecipe_pose"]
     ours = (f"LongRecipe/PoSE token distance {ratio:.2f}x at {summary['target']}; "
             f"LongRecipe segment {summary['longrecipe_segment']:.1f} tokens; "
             f"RPES segment {summary['rpes_segment']:.2f} tokens ({summary['rpes_segment_steps']:.2f} steps)")
+    if summary.get("nearest_segment"):
+        method, text, seg = summary["nearest_segment"]
+        ours += f"; nearest 88: {method} on {text} text, {seg:.1f} tokens"
+    share = summary.get("share_at_or_beyond_n") or {}
+    text = summary.get("text", "mixed")
+    if f"pose/{text}" in share and f"pose_official/{text}" in share:
+        ours += (f"; PoSE tokens at positions >= n: {share[f'pose/{text}']:.2f} (paper law), "
+                 f"{share[f'pose_official/{text}']:.2f} (official)")
     agrees = "yes" if 1.7 <= ratio <= 2.3 and 50 <= summary["longrecipe_segment"] <= 130 else "partly"
     return Report("LR-Fig2", ours=ours, agrees=agrees,
                   note="distance = mean pairwise |dp| (paper undefined); segments = sentence lengths of our "
-                       "Python-docs/stdlib corpus under our BPE, split on . ! ? newline; RPES ~0 in +1 steps")
+                       "Python-docs/stdlib corpus under our BPE, split on . ! ? newline; RPES ~0 in +1 steps; "
+                       "verdict on the papers' definitions, mixed text")
 
 
 LR_FIG3 = {"NUM": 0.4, "PRON": 0.15, "AUX": 0.15, "CCONJ": 0.1, "ADP": 0.1}

@@ -13,7 +13,9 @@ COVERING = [k for k, v in P.TRANSFORM_INFO.items() if v.covers_target]
 
 
 def _sample(n=64, every=7):
-    return P.PositionSample(n=n, sentence_starts=tuple(range(0, n, every)))
+    starts = tuple(range(0, n, every))
+    texts = tuple("." if i + 1 in starts else "w" for i in range(n))  # official sentence ends at the same tokens
+    return P.PositionSample(n=n, sentence_starts=starts, token_texts=texts)
 
 
 # ------------------------------------------------------------------ coverage
@@ -73,10 +75,52 @@ def test_metric_closed_forms_at_paper_scale():
 def test_lr_fig2_rows_small():
     s = _sample(300, 30)
     rows = P.lr_fig2_rows({1000: s, 2000: s}, seed=0, draws=4)
-    assert len(rows) == 8 and set(P.LR_FIG2_COLUMNS) <= set(rows[0])
+    assert len(rows) == 2 * len(P.LR_FIG2_METHODS) and set(P.LR_FIG2_COLUMNS) <= set(rows[0])
+    assert {r["text"] for r in rows} == {"mixed"}
     by = {(r["method"], r["target"]): r for r in rows}
-    assert by[("flt", 2000)]["sample_len"] == 2000
+    assert by[("flt", 2000)]["sample_len"] == 2000 and by[("flt", 2000)]["share_at_or_beyond_n"] == 0.0
     assert by[("longrecipe", 2000)]["mean_segment_length"] == pytest.approx(30.0)
     assert by[("rpes", 2000)]["mean_segment_steps"] < 1.0
+    assert by[("pose", 2000)]["mean_segment_length"] == by[("pose_official", 2000)]["mean_segment_length"] == 150.0
     assert all(r["max_position"] < r["target"] for r in rows)
+    assert all(0.0 <= r["share_at_or_beyond_n"] <= 1.0 for r in rows)
+    # a row's draws do not depend on which other rows are computed
+    alone = P.lr_fig2_rows({2000: s}, methods=["longrecipe_official"], seed=0, draws=4)
+    assert alone == [by[("longrecipe_official", 2000)]]
 
+
+def test_lr_fig2_rows_pose_official_reaches_beyond_n_more():
+    s = P.PositionSample(n=300)
+    rows = P.lr_fig2_rows({1000: s}, methods=["pose", "pose_official"], seed=0, draws=400, text="prose")
+    share = {r["method"]: r["share_at_or_beyond_n"] for r in rows}
+    assert {r["text"] for r in rows} == {"prose"}
+    assert share["pose"] == pytest.approx(0.5 - 300 / (6 * 700), abs=0.03)
+    assert share["pose_official"] == pytest.approx(0.75 - 7 * 300 / (24 * 700), abs=0.03)
+
+
+def test_method_spec_and_unknown_method():
+    assert P.method_spec("pose_official") == ("pose", {"first_chunk": "official"})
+    assert P.method_spec("longrecipe") == ("longrecipe_alg1", {})
+    assert P.method_spec("rpes") == ("rpes", {})
+    with pytest.raises(ValueError, match=r"unknown method 'poses'; allowed: .*'pose_official'"):
+        P.lr_fig2_rows({100: _sample(30)}, methods=["poses"])
+    cov = P.coverages(_sample(16, 3), 48, ["pose", "pose_official"], draws=5)
+    assert set(cov) == {"pose", "pose_official"} and cov["pose"].positions.sum() == 5 * 16
+
+
+def test_lr_fig2_summary_per_text_and_nearest_segment():
+    mixed, prose = _sample(300, 10), _sample(300, 60)
+    rows = P.lr_fig2_rows({1000: mixed}, seed=0, draws=4, text="mixed") + \
+        P.lr_fig2_rows({1000: prose}, seed=0, draws=4, text="prose")
+    m, p = P.lr_fig2_summary(rows), P.lr_fig2_summary(rows, text="prose")
+    assert (m["text"], p["text"]) == ("mixed", "prose")
+    assert m["longrecipe_segment"] == pytest.approx(10.0) and p["longrecipe_segment"] == pytest.approx(60.0)
+    assert m["segments"] == p["segments"] and set(m["segments"]) == {
+        f"{k}/{t}" for k in ("longrecipe_eq7", "longrecipe", "longrecipe_official") for t in ("mixed", "prose")}
+    method, text, seg = m["nearest_segment"]
+    assert text == "prose" and abs(seg - P.LR_FIG2_PAPER_SEGMENT) == min(
+        abs(v - P.LR_FIG2_PAPER_SEGMENT) for v in m["segments"].values())
+    assert set(m["share_at_or_beyond_n"]) == {"pose/mixed", "pose_official/mixed", "pose/prose",
+                                              "pose_official/prose"}
+    with pytest.raises(ValueError, match=r"no LR-Fig2 rows with text='code'; allowed: \['mixed', 'prose'\]"):
+        P.lr_fig2_summary(rows, text="code")

@@ -45,3 +45,28 @@ def test_sample_from_documents(tokenizer):
     with pytest.raises(ValueError, match="allowed n <="):
         P.sample_from_documents(docs, tokenizer, n=10**6)
 
+
+
+def test_samples_carry_token_texts_and_the_official_split(tokenizer):
+    text = TEXT[:400]
+    s = P.sample_from_text(text, tokenizer)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    assert s.token_texts == tuple(text[a:b] for a, b in enc["offset_mapping"])
+    assert P.sentence_starts_by_rule(s, "paper") == s.sentence_starts
+    official = P.sentence_starts_by_rule(s, "official")
+    for a, b in zip(official, official[1:]):  # a sentence ends exactly at an official end token
+        assert s.token_texts[b - 1] in P.OFFICIAL_SENTENCE_ENDS
+        assert not any(t in P.OFFICIAL_SENTENCE_ENDS for t in s.token_texts[a:b - 1])
+    assert set(official) <= set(s.sentence_starts)  # an exact end token also contains a delimiter
+
+    class Doc:
+        def __init__(self, text, source):
+            self.text, self.source = text, source
+    d = P.sample_from_documents([Doc(TEXT[:300], "prose"), Doc("x = 1\n" * 50, "code")], tokenizer, n=120)
+    assert len(d.token_texts) == 120 and "".join(d.token_texts).startswith(TEXT[:50])
+
+
+def test_exact_split_rule():
+    pieces = ["a", ".", " b", ").", "\n\n", "c", "\n", "d", ".\n", "e"]
+    assert P.sentence_starts_from_pieces(pieces).tolist() == [0, 2, 4, 5, 7, 9]
+    assert P.sentence_starts_from_pieces(pieces, P.OFFICIAL_SENTENCE_ENDS, exact=True).tolist() == [0, 2, 7, 9]

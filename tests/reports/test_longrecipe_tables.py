@@ -121,11 +121,23 @@ def test_lr_fig2_verdict_on_both_sides():
     assert rep.ours == ("LongRecipe/PoSE token distance 2.00x at 81920; LongRecipe segment 88.0 tokens; "
                         "RPES segment 1.43 tokens (0.43 steps)")
     assert rep.note == ("distance = mean pairwise |dp| (paper undefined); segments = sentence lengths of our "
-                        "Python-docs/stdlib corpus under our BPE, split on . ! ? newline; RPES ~0 in +1 steps")
+                        "Python-docs/stdlib corpus under our BPE, split on . ! ? newline; RPES ~0 in +1 steps; "
+                        "verdict on the papers' definitions, mixed text")
     for ratio, segment in ((1.7, 50.0), (2.3, 130.0)):
         assert lrr.lr_fig2(summary(ratio, segment)).agrees == "yes"
     for ratio, segment in ((1.69, 88.0), (2.31, 88.0), (2.0, 49.9), (2.0, 130.1), (1.2, 20.0)):
         assert lrr.lr_fig2(summary(ratio, segment)).agrees == "partly"
+
+
+def test_lr_fig2_names_nearest_reading_and_pose_share():
+    s = {"distance_ratio_longrecipe_pose": 1.5, "target": 131072, "longrecipe_segment": 8.2, "text": "mixed",
+         "rpes_segment": 1.4286, "rpes_segment_steps": 0.4286,
+         "nearest_segment": ("longrecipe_official", "prose", 21.64),
+         "share_at_or_beyond_n": {"pose/mixed": 0.43, "pose_official/mixed": 0.631, "pose/prose": 0.4}}
+    rep = lrr.lr_fig2(s)
+    assert rep.agrees == "partly"  # the verdict stays on the papers' definitions
+    assert rep.ours.endswith("; nearest 88: longrecipe_official on prose text, 21.6 tokens; "
+                             "PoSE tokens at positions >= n: 0.43 (paper law), 0.63 (official)")
 
 
 def test_lr_tab6_shows_ours_beside_the_paper():
