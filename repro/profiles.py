@@ -160,6 +160,8 @@ class ExtendConfig:
     """bf16 autocast."""
     checkpoint_every: int = 50
     """Checkpoint interval in steps."""
+    data_workers: int = 1
+    """Processes that build an arm's batches before its training (``repro.methods.prepared``)."""
     seed: int = 1
     """Seed of the data stream."""
     deepspeed_config: str | None = None

@@ -271,19 +271,27 @@ def lr_tab6(p: Profile, seconds: float | None, tokens: int | None) -> Report:
 def cost_rows(runs: Mapping[str, Mapping[str, Any]], reference: str = "flt") -> list[dict]:
     """Per-arm cost as ratios to ``reference``.
 
-    ``runs[name]`` holds ``seconds_per_step`` (median compute time of the steps; optionally
-    ``data_seconds_per_step``, shown but not compared), ``tokens_per_step``
-    (sample tokens, padding excluded) and ``flops_per_step``.
+    ``runs[name]`` holds ``seconds_per_step`` (median compute time of the steps), optionally
+    ``data_seconds_per_step`` (the read of a prepared batch) and ``prepare_seconds_per_step`` (the
+    one-time preparation before training, per step; shown, not compared), ``tokens_per_step``
+    (sample tokens, padding excluded) and ``flops_per_step``. ``wall vs FLT`` compares compute
+    plus data per step.
     """
+    def wall(r):
+        return r["seconds_per_step"] + r.get("data_seconds_per_step", 0.0)
+
     ref = runs.get(reference)
     rows = []
     for name, r in runs.items():
         row = {"method": display(name), "seconds/step (compute)": round(r["seconds_per_step"], 4),
                "data seconds/step": round(r["data_seconds_per_step"], 4) if "data_seconds_per_step" in r else "-",
+               "preparation seconds/step (before training)":
+                   round(r["prepare_seconds_per_step"], 4) if "prepare_seconds_per_step" in r else "-",
                "tokens/step": round(r["tokens_per_step"], 1), "GFLOPs/step": round(r["flops_per_step"] / 1e9, 3)}
         for key, col in (("seconds_per_step", "time vs FLT"), ("tokens_per_step", "tokens vs FLT"),
                          ("flops_per_step", "FLOPs vs FLT")):
             row[col] = round(r[key] / ref[key], 3) if ref else "n/a"
+        row["wall vs FLT (compute + data)"] = round(wall(r) / wall(ref), 3) if ref else "n/a"
         rows.append(row)
     return rows
 

@@ -21,6 +21,7 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     returns ``final``. Arms that select anchor sentences run the impactful-token analysis first."""
     from repro.data.tokenizer import load_tokenizer
     from repro.methods import extension_spec
+    from repro.methods.prepared import PreparedBatches
     from repro.models import load_model, rope_parameters
     from repro.train import Trainer, TrainConfig
 
@@ -49,10 +50,22 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     corpus = build_corpus(p, run_dir)
     tok = load_tokenizer(corpus.path / "tokenizer")
     m = extension_method(p, method, tok, corpus.rows(), anchors)
+    data = prepare_extension_data(p, method, m, run_dir)
     cfg = TrainConfig.from_section(e, e.steps, schedule="cosine")
-    final = Trainer(model, m, cfg, out, progress=progress).train()
+    final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
     tok.save_pretrained(final)
     return final
+
+
+def prepare_extension_data(p: Profile, method: str, m, run_dir: str | Path = "runs", force: bool = False) -> Path:
+    """Every training batch of arm ``method`` built once before training (cached next to the arm's stage
+    folder, same key): its data time per step becomes a read (LongRecipe selects its samples offline)."""
+    from repro.methods.prepared import prepare_batches
+
+    out = stage_dir(run_dir, p, f"data-{method}", extension_key(p, method))
+    if reuse(out, "prepared.json", force) is not None:
+        return out
+    return prepare_batches(m, p.extend.steps, out, workers=p.extend.data_workers)
 
 
 def extension_method(p: Profile, method: str, tokenizer, corpus_rows: CorpusRows, anchors: np.ndarray | None = None,

@@ -89,6 +89,12 @@ def test_cost_rows_are_ratios_to_flt():
     lr = lrr.cost_rows(runs)[1]
     assert lr["time vs FLT"] == 0.25 and lr["tokens vs FLT"] == 0.3 and lr["FLOPs vs FLT"] == 0.25
     assert lr["GFLOPs/step"] == 1.0
+    assert lr["wall vs FLT (compute + data)"] == 0.25 and lr["data seconds/step"] == "-"
+    runs["flt"]["data_seconds_per_step"], runs["longrecipe"]["data_seconds_per_step"] = 0.5, 0.1
+    runs["longrecipe"]["prepare_seconds_per_step"] = 0.3
+    lr = lrr.cost_rows(runs)[1]
+    assert lr["wall vs FLT (compute + data)"] == 0.24  # (0.5 + 0.1) / (2.0 + 0.5)
+    assert lr["preparation seconds/step (before training)"] == 0.3
 
 
 def test_lr_cost_table_and_verdict_thresholds():
