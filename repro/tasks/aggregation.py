@@ -38,8 +38,9 @@ CWE_PREFIX = ("Below is a numbered list of words. In these words, some appear mo
 CWE_QUESTION = "\nQuestion: What are the {n} most common words in the above list?"
 CWE_ANSWER = " Answer: The top {n} words that appear most often in the list are:"
 CWE_SHOT_MIN_LENGTH = 1024
-"""Shortest length whose ``cwe`` prompt starts with the solved example (RULER: every length; it costs
-~250 tokens with a 2K-token BPE vocabulary, more than the list itself below this length)."""
+"""Shortest length whose ``cwe`` prompt starts with the solved example (RULER: every length). Below
+4096 tokens it costs ~400 tokens with the tiny model's 2K-token vocabulary (single-digit number
+tokens): below this length it would take most of the window."""
 FWE_PREFIX = ("Read the following coded text and track the frequency of each coded word. "
               "Find the three most frequently appeared coded words. ")
 FWE_QUESTION = ("\nQuestion: Do not provide any explanation. Please ignore the dots '....'. "

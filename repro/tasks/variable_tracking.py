@@ -12,8 +12,8 @@ References are the ``num_hops + 1`` names of the first chain, scored with
 later hops follow at seeded random depths after it, in order. RULER always
 prepends one solved example (3-letter names, ~500 tokens); ``fewshot=True``
 prepends one of :data:`SHOT_LENGTH` tokens (3-letter names). It is off by
-default: with it the task needs about twice the tokens (over 300 with a
-2K-token BPE vocabulary), more than the tiny model's 256-token window.
+default: with it the task needs about twice the tokens (~380 instead of
+~190 with the tiny model's vocabulary), more than its 256-token window.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ ANSWER_PREFIX = (" Answer: According to the chain(s) of variable assignment in t
                  "{n} variables are assigned the value {value}, they are: ")
 """RULER's answer prefix, its trailing space included."""
 SHOT_LENGTH = 160
-"""Tokens of the solved example that ``fewshot=True`` prepends (more when a tokenizer needs more)."""
+"""Tokens of the solved example's prompt that ``fewshot=True`` prepends (more when a tokenizer needs
+more); its answer and a blank line follow."""
 
 
 @register("vt")
