@@ -97,10 +97,11 @@ class JsonKV:
                 text += it
             return text + question, span
 
-        k = fit_count(tokenizer, length, lambda k: render(k)[0], costs, fixed)
+        k = fit_count(tokenizer, length, lambda k: render(k)[0], costs, fixed, self.name)
         prompt, span = render(k)
         return finish(self.name, tokenizer, prompt, [value], length=length, depth=depth, seed=seed, spans=[span],
-                      context=(len(HEADER), len(prompt) - len(question)), key=key, num_kvs=k + 1)
+                      context=(len(HEADER), len(prompt) - len(question)), answer_prefix="\nCorresponding value:",
+                      key=key, num_kvs=k + 1)
 
     def score(self, prediction: str, references: Sequence[str]) -> float:
         return substring_exact_match(prediction, references)

@@ -15,7 +15,7 @@ import re
 from functools import lru_cache
 from typing import Callable, Sequence
 
-from repro.tasks.base import Example, check_length
+from repro.tasks.base import Example, LengthTooShort, check_length
 
 Span = tuple[int, int]
 
@@ -85,11 +85,15 @@ def assemble(prefix: str, haystack: Sequence[str], inserts: Sequence[tuple[float
     return "".join(parts), spans
 
 
-def fit_count(tokenizer, length: int, build: Callable[[int], str], costs: Sequence[int], fixed: int) -> int:
+def fit_count(tokenizer, length: int, build: Callable[[int], str], costs: Sequence[int], fixed: int,
+              task: str = "task") -> int:
     """Largest ``k <= len(costs)`` with ``build(k)`` at most ``length`` tokens (bos included).
 
     ``costs[i]`` estimates the tokens unit ``i`` adds and ``fixed`` those of
     everything else; the estimate is then corrected with real token counts.
+    Raises :class:`LengthTooShort` (naming the real minimum) when even
+    ``build(0)`` is longer than ``length``: ``fixed`` counts pieces one by one,
+    which can miss a token or two where pieces meet.
     """
     budget, k, used = length - fixed, 0, 0
     while k < len(costs) and used + costs[k] <= budget:
@@ -97,6 +101,11 @@ def fit_count(tokenizer, length: int, build: Callable[[int], str], costs: Sequen
         k += 1
     while k > 0 and prompt_tokens(tokenizer, build(k)) > length:
         k -= 1
+    if k == 0:
+        need = prompt_tokens(tokenizer, build(0))
+        if need > length:
+            raise LengthTooShort(f"{task}: length={length!r} is too short; allowed: an integer >= {need} tokens",
+                                 need)
     while k < len(costs) and prompt_tokens(tokenizer, build(k + 1)) <= length:
         k += 1
     return k
@@ -173,6 +182,42 @@ class CorpusHaystack:
         return build
 
 
+# ----------------------------------------------------------------- noise haystack
+
+NOISE = ("The grass is green.", "The sky is blue.", "The sun is yellow.", "Here we go.", "There and back again.")
+"""RULER's noise haystack: these five sentences are one block, and every block is a line of its own."""
+
+
+class NoiseHaystack:
+    """RULER's ``noise`` haystack: lines of the five :data:`NOISE` sentences, joined by newlines.
+
+    Units are sentences so lengths stay exact: ``lines(k)`` holds ``k // 5``
+    whole blocks and, when ``k % 5``, a last line with the block's first
+    ``k % 5`` sentences. Inserts (needles, variable assignments) go between
+    lines, each on a line of its own, placed by token depth.
+    """
+
+    def costs(self, tokenizer, budget: int) -> list[int]:
+        first = n_tokens(tokenizer, "\n" + NOISE[0])
+        rest = [n_tokens(tokenizer, " " + s) for s in NOISE[1:]]
+        return cycle([first] + rest, budget // min([first] + rest) + 2)
+
+    @staticmethod
+    def lines(k: int) -> list[str]:
+        block = " ".join(NOISE)
+        out = [block] * (k // len(NOISE))
+        if k % len(NOISE):
+            out.append(" ".join(NOISE[:k % len(NOISE)]))
+        return out
+
+    def builder(self, tokenizer, prefix: str, inserts, question: str):
+        """``build(k) -> (prompt, spans)`` with the first ``k`` noise sentences."""
+        def build(k: int):
+            lines = self.lines(k)
+            return assemble(prefix, lines, inserts, question, "\n", piece_costs(tokenizer, ["\n" + s for s in lines]))
+        return build
+
+
 # ----------------------------------------------------------------- depths and metadata
 
 def spread_after(rng: random.Random, anchor: float, n: int) -> list[float]:
@@ -214,17 +259,23 @@ def evidence_depths(offsets: Sequence[Span], spans: Sequence[Span], context: Spa
 
 
 def finish(task: str, tokenizer, prompt: str, references: Sequence[str], *, length: int, depth: float, seed: int,
-           spans: Sequence[Span], context: Span, inserted: Sequence[Span] = (), **extra) -> Example:
+           spans: Sequence[Span], context: Span, answer_prefix: str, inserted: Sequence[Span] = (),
+           **extra) -> Example:
     """Build the :class:`Example` with the standard metadata (see ``base.Example``).
 
     ``context`` is the character span of the context (haystack plus evidence),
     ``inserted`` the spans of other placed pieces (distractor needles, ...);
     ``evidence_depths`` gives the measured depth of every evidence span.
+    ``answer_prefix`` is the end of the prompt that RULER's JSONL keeps apart
+    from ``input`` (its ``answer_prefix`` field).
     """
+    if not answer_prefix or not prompt.endswith(answer_prefix):
+        raise AssertionError(f"{task}: the prompt does not end with its answer prefix {answer_prefix!r}")
     offsets = token_offsets(tokenizer, prompt)
     if len(offsets) > length:
         raise AssertionError(f"{task}: built {len(offsets)} tokens for length={length}")
     meta = {"length": length, "n_tokens": len(offsets), "depth": float(depth), "seed": seed,
+            "answer_prefix": answer_prefix,
             "evidence_char_spans": [tuple(s) for s in spans], "context_char_span": tuple(context),
             "evidence_depths": evidence_depths(offsets, spans, context, inserted)}
     meta.update(extra)

@@ -141,7 +141,8 @@ class MultiHop:
         noise_rng = random.Random(f"{self.name}:noise:{length}") if self.shared_noise else rng
         hay = CorpusHaystack(self.words, noise_rng)
         build = hay.builder(tokenizer, PREFIX, inserts, question)
-        k = fit_count(tokenizer, length, lambda k: build(k)[0], hay.costs(tokenizer, length - fixed), fixed)
+        k = fit_count(tokenizer, length, lambda k: build(k)[0], hay.costs(tokenizer, length - fixed), fixed,
+                      self.name)
         prompt, spans = build(k)
         n_s, n_i = len(facts), len(interference)
         context = (len(PREFIX), len(prompt) - len(question))
@@ -149,7 +150,8 @@ class MultiHop:
                       "low_frequency": spans[n_s + n_i:]}
         offsets = [tuple(o) for o in tokenizer(prompt, return_offsets_mapping=True)["offset_mapping"]]
         return finish(self.name, tokenizer, prompt, [answer], length=length, depth=depth, seed=seed,
-                      spans=spans[:n_s], context=context, inserted=spans[n_s:], hops=self.hops,
+                      spans=spans[:n_s], context=context, inserted=spans[n_s:], answer_prefix="\nAnswer:",
+                      hops=self.hops,
                       type_spans=type_spans, token_types=token_types(offsets, prompt, type_spans, context),
                       question=q, **story)
 

@@ -6,7 +6,7 @@ tasks (``scripts/synthetic.yaml`` of NVIDIA/RULER):
 ================  ==========  ========  ========  ====  ====  ====
 task              haystack    key       value     keys  vals  qrys
 ================  ==========  ========  ========  ====  ====  ====
-niah_single_1     noise       noun      numbers   1     1     1
+niah_single_1     noise       words     numbers   1     1     1
 niah_single_2     essay       words     numbers   1     1     1
 niah_single_3     essay       words     uuids     1     1     1
 niah_multikey_1   essay       words     numbers   4     1     1
@@ -17,12 +17,14 @@ niah_multiquery   essay       words     numbers   4     1     4
 ================  ==========  ========  ========  ====  ====  ====
 
 Needle: "One of the special magic {values} for {key} is: {value}." Haystacks:
-``noise`` repeats "The grass is green. ..." sentences, ``essay`` is corpus
-prose (RULER: Paul Graham essays; here ``haystack_texts`` or Python's shipped
-documentation) with needles between sentences, ``needle`` is made of
-distractor needles with other keys, one per line. ``words`` keys are RULER's
-adjective-noun compounds (``bright-anchor``); ``niah_single_1`` keeps plain
-nouns and the project's original prompt (a model is trained on it).
+``noise`` is lines of RULER's block "The grass is green. ... There and back
+again." with each needle on a line of its own; ``essay`` is corpus prose
+(RULER: Paul Graham essays; here ``haystack_texts`` or Python's shipped
+documentation) with needles between sentences, inline as in RULER; ``needle``
+is made of distractor needles with other keys, one per line. ``words`` keys
+are RULER's adjective-noun compounds (``bright-anchor``). The prompt is
+RULER's template, singular when one value is asked for; its last sentence
+(" The special magic number for ... is") is the answer prefix.
 Scoring is RULER's ``string_match_all`` over the values of the queried keys.
 
 ``depth`` places the first needle the question asks about; the other needles
@@ -37,30 +39,32 @@ import uuid
 from typing import Sequence
 
 from repro.tasks.base import Example, check_depth, register, string_match_all
-from repro.tasks.layout import (CorpusHaystack, assemble, cycle, finish, fit_count, haystack_words, n_tokens,
-                                piece_costs, require)
+from repro.tasks.layout import (NOISE, CorpusHaystack, NoiseHaystack, assemble, finish, fit_count, haystack_words,
+                                n_tokens, piece_costs, require)
 from repro.tasks.pools import check_pool, pool
 from repro.tasks.vocab import word_pool
 
 __all__ = ["NOISE", "PREFIX", "NEEDLE", "QUESTION", "NIAH", "n_tokens", "fill_sentences", "assemble",
            "NIAH_CONFIGS", "random_item"]
 
-NOISE = ("The grass is green.", "The sky is blue.", "The sun is yellow.", "Here we go.", "There and back again.")
+# The project's first single-needle prompt (plural prefix, singular question, plain-noun keys): the
+# synthetic corpus documents (``repro.data.corpus.iter_synthetic``) and ``legacy_prompt=True`` use it.
 PREFIX = ("Some special magic numbers are hidden within the following text. "
           "Make sure to memorize it. I will quiz you about the numbers afterwards.\n")
 NEEDLE = "One of the special magic numbers for {key} is: {value}."
 QUESTION = ("\nWhat is the special magic number for {key} mentioned in the provided text? "
             "The special magic number for {key} mentioned in the provided text is")
+_LEGACY_ANSWER = " The special magic number for {key} mentioned in the provided text is"
 
 # RULER's template (constants.py, task ``niah``), plural and singular forms
 _PREFIX_PLURAL = ("Some special magic {kind} are hidden within the following text. "
                   "Make sure to memorize it. I will quiz you about the {kind} afterwards.\n")
 _PREFIX_SINGULAR = ("A special magic {kind} is hidden within the following text. "
                     "Make sure to memorize it. I will quiz you about the {kind} afterwards.\n")
-_QUESTION_PLURAL = ("\nWhat are all the special magic {kind} for {query} mentioned in the provided text? "
-                    "The special magic {kind} for {query} mentioned in the provided text are")
-_QUESTION_SINGULAR = ("\nWhat is the special magic {kind} for {query} mentioned in the provided text? "
-                      "The special magic {kind} for {query} mentioned in the provided text is")
+_QUESTION_PLURAL = "\nWhat are all the special magic {kind} for {query} mentioned in the provided text?"
+_QUESTION_SINGULAR = "\nWhat is the special magic {kind} for {query} mentioned in the provided text?"
+_ANSWER_PLURAL = " The special magic {kind} for {query} mentioned in the provided text are"
+_ANSWER_SINGULAR = " The special magic {kind} for {query} mentioned in the provided text is"
 _NEEDLE = "One of the special magic {kind} for {key} is: {value}."
 
 HAYSTACKS = ("noise", "essay", "needle")
@@ -68,7 +72,7 @@ KEY_TYPES = ("noun", "words", "numbers", "uuids")
 VALUE_TYPES = ("numbers", "words", "uuids")
 
 NIAH_CONFIGS: dict[str, dict] = {
-    "niah_single_1": dict(haystack="noise", key_type="noun", value_type="numbers", legacy_prompt=True),
+    "niah_single_1": dict(haystack="noise", key_type="words", value_type="numbers"),
     "niah_single_2": dict(haystack="essay", key_type="words", value_type="numbers"),
     "niah_single_3": dict(haystack="essay", key_type="words", value_type="uuids"),
     "niah_multikey_1": dict(haystack="essay", key_type="words", value_type="numbers", num_keys=4),
@@ -124,7 +128,7 @@ class NIAH:
         num_keys, num_values, num_queries: RULER's ``num_needle_k/v/q`` (keys are at least queries).
         key_pool: ``"eval"`` (default) or ``"train"``: disjoint word vocabularies.
         haystack_texts: corpus for the essay haystack; default Python's documentation prose.
-        legacy_prompt: the project's original ``niah_single_1`` prompt (plural prefix, singular question).
+        legacy_prompt: the project's first single-needle prompt (plural prefix, singular question).
         max_new_tokens: generation budget (RULER generates 128 tokens; answers here need far fewer).
     """
 
@@ -154,16 +158,20 @@ class NIAH:
         self.max_new_tokens = max_new_tokens or max(12, n_answers * per_answer + 4 * (n_answers - 1))
 
     # ------------------------------------------------------------------ text
-    def _templates(self, query_keys: Sequence[str]) -> tuple[str, str, str]:
+    def _templates(self, query_keys: Sequence[str]) -> tuple[str, str, str, str]:
+        """``(prefix, question, answer_prefix, needle)``; the question ends with the answer prefix."""
         kind = self.value_type  # plural, as in RULER's needle
         query = _join_query(query_keys)
         if self.legacy:
-            return PREFIX, QUESTION.format(key=query), NEEDLE
+            return PREFIX, QUESTION.format(key=query), _LEGACY_ANSWER.format(key=query), NEEDLE
+        needle = _NEEDLE.replace("{kind}", kind)
         if self.num_values * self.num_queries == 1:
-            return (_PREFIX_SINGULAR.format(kind=kind[:-1]), _QUESTION_SINGULAR.format(kind=kind[:-1], query=query),
-                    _NEEDLE.replace("{kind}", kind))
-        return (_PREFIX_PLURAL.format(kind=kind), _QUESTION_PLURAL.format(kind=kind, query=query),
-                _NEEDLE.replace("{kind}", kind))
+            answer = _ANSWER_SINGULAR.format(kind=kind[:-1], query=query)
+            return (_PREFIX_SINGULAR.format(kind=kind[:-1]),
+                    _QUESTION_SINGULAR.format(kind=kind[:-1], query=query) + answer, answer, needle)
+        answer = _ANSWER_PLURAL.format(kind=kind, query=query)
+        return (_PREFIX_PLURAL.format(kind=kind), _QUESTION_PLURAL.format(kind=kind, query=query) + answer, answer,
+                needle)
 
     # ------------------------------------------------------------------ generation
     def generate(self, tokenizer, length: int, depth: float, seed: int) -> Example:
@@ -175,7 +183,7 @@ class NIAH:
             keys.append(random_item(rng, self.key_type, self.key_pool, seen))
             values.append([random_item(rng, self.value_type, self.key_pool, seen) for _ in range(self.num_values)])
         queried = [0] if self.num_keys == 1 else rng.sample(range(self.num_keys), self.num_queries)
-        prefix, question, needle_fmt = self._templates([keys[i] for i in queried])
+        prefix, question, answer_prefix, needle_fmt = self._templates([keys[i] for i in queried])
 
         evidence = [(i, v) for i in queried for v in values[i]]
         distract = [(i, v) for i in range(self.num_keys) if i not in queried for v in values[i]]
@@ -184,16 +192,15 @@ class NIAH:
                    for d, (i, j) in zip(first, [(i, j) for i in queried for j in range(self.num_values)])]
         inserts += [(rng.random(), needle_fmt.format(key=keys[i], value=v)) for i, v in distract]
 
-        sep = "\n" if self.haystack == "needle" else " "
+        sep = " " if self.haystack == "essay" else "\n"
         fixed = 1 + n_tokens(tokenizer, prefix) + n_tokens(tokenizer, question) + sum(
             piece_costs(tokenizer, [sep + t for _, t in inserts]))
         require(length, fixed, self.name)
         budget = length - fixed
 
         if self.haystack == "noise":
-            costs = [n_tokens(tokenizer, " " + s) for s in NOISE]
-            unit_costs = cycle(costs, budget // min(costs) + 2)
-            make_units = lambda k: cycle(NOISE, k)  # noqa: E731
+            hay = NoiseHaystack()
+            unit_costs = hay.costs(tokenizer, budget)
         elif self.haystack == "essay":
             hay = CorpusHaystack(self.words, rng)
             unit_costs = hay.costs(tokenizer, budget)
@@ -208,11 +215,11 @@ class NIAH:
                 unit_costs += piece_costs(tokenizer, [sep + b for b in batch])
             make_units = lambda k: pile[:k]  # noqa: E731
 
-        if self.haystack == "essay":
-            build = hay.builder(tokenizer, prefix, inserts, question)
-        else:
+        if self.haystack == "needle":
             build = lambda k: assemble(prefix, make_units(k), inserts, question, sep)  # noqa: E731
-        k = fit_count(tokenizer, length, lambda k: build(k)[0], unit_costs, fixed)
+        else:
+            build = hay.builder(tokenizer, prefix, inserts, question)
+        k = fit_count(tokenizer, length, lambda k: build(k)[0], unit_costs, fixed, self.name)
         prompt, spans = build(k)
         n_ev = len(evidence)
         extra = {"key": keys[queried[0]], "keys": [keys[i] for i in queried],
@@ -220,7 +227,7 @@ class NIAH:
                  "key": keys[0]}
         return finish(self.name, tokenizer, prompt, [v for _, v in evidence], length=length, depth=depth, seed=seed,
                       spans=spans[:n_ev], context=(len(prefix), len(prompt) - len(question)), inserted=spans[n_ev:],
-                      **extra)
+                      answer_prefix=answer_prefix, **extra)
 
     def score(self, prediction: str, references: Sequence[str]) -> float:
         return string_match_all(prediction, references)

@@ -27,8 +27,8 @@ ORDINALS = ("first", "second", "third", "last")
 PREFIX = ("Some special magic numbers are hidden within the following text. "
           "Make sure to memorize it. I will quiz you about the numbers afterwards.\n")
 NEEDLE = "One of the special magic numbers for {key} is: {value}."
-QUESTION = ("\nWhat is the {ordinal} special magic number for {key} mentioned in the provided text? "
-            "The {ordinal} special magic number for {key} mentioned in the provided text is")
+QUESTION = "\nWhat is the {ordinal} special magic number for {key} mentioned in the provided text?"
+ANSWER_PREFIX = " The {ordinal} special magic number for {key} mentioned in the provided text is"
 
 
 @register("niah_position")
@@ -63,17 +63,20 @@ class NIAHPosition:
         index = self.n - 1 if ordinal == "last" else ORDINALS.index(ordinal)
         depths = ordered_depths(rng, depth, self.n, index)
         inserts = [(d, NEEDLE.format(key=key, value=v)) for d, v in zip(depths, values)]
-        question = QUESTION.format(ordinal=ordinal, key=key)
+        answer_prefix = ANSWER_PREFIX.format(ordinal=ordinal, key=key)
+        question = QUESTION.format(ordinal=ordinal, key=key) + answer_prefix
         fixed = 1 + n_tokens(tokenizer, PREFIX) + n_tokens(tokenizer, question) + sum(
             piece_costs(tokenizer, [" " + t for _, t in inserts]))
         require(length, fixed, self.name)
         hay = CorpusHaystack(self.words, rng)
         build = hay.builder(tokenizer, PREFIX, inserts, question)
-        k = fit_count(tokenizer, length, lambda k: build(k)[0], hay.costs(tokenizer, length - fixed), fixed)
+        k = fit_count(tokenizer, length, lambda k: build(k)[0], hay.costs(tokenizer, length - fixed), fixed,
+                      self.name)
         prompt, spans = build(k)
         return finish(self.name, tokenizer, prompt, [values[index]], length=length, depth=depth, seed=seed,
                       spans=[spans[index]], context=(len(PREFIX), len(prompt) - len(question)),
-                      inserted=[s for i, s in enumerate(spans) if i != index], key=key, ordinal=ordinal,
+                      inserted=[s for i, s in enumerate(spans) if i != index], answer_prefix=answer_prefix,
+                      key=key, ordinal=ordinal,
                       values=values, occurrence_char_spans=spans)
 
     def score(self, prediction: str, references: Sequence[str]) -> float:

@@ -9,6 +9,7 @@ their CRC-32 instead (:func:`in_pool`).
 
 from __future__ import annotations
 
+import random
 import re
 import zlib
 from functools import lru_cache
@@ -140,3 +141,35 @@ def common_words(split: str) -> tuple[str, ...]:
     text = " ".join(topics.topics[k] for k in sorted(topics.topics))
     words = sorted(set(re.findall(r"(?<![\w.])[a-z]{4,10}(?![\w.])", text)))
     return tuple(words[POOL_NAMES.index(check_pool(split))::2])
+
+
+_ONSETS = tuple("bcdfghjklmnprstvwz") + ("br", "ch", "cl", "dr", "fl", "gr", "pl", "sh", "st", "tr")
+_VOWELS = tuple("aeiou")
+_CODAS = ("", "", "", "n", "r", "s", "l", "m", "t")
+_MADE_UP: dict[str, list[str]] = {"eval": [], "train": []}
+_MADE_UP_STATE: dict[str, object] = {}
+
+
+def made_up_words(split: str, n: int) -> tuple[str, ...]:
+    """The first ``n`` pronounceable made-up lowercase words (``"brotesa"``) of one half.
+
+    An unbounded, seeded word list for ``cwe`` at lengths the real word list
+    cannot fill (RULER falls back to a larger English word list there). One
+    fixed stream of 2-3 syllable words is split by CRC-32 parity
+    (:func:`in_pool`); words of :func:`common_words` are skipped, so the lists
+    stay disjoint from each other and between halves.
+    """
+    check_pool(split)
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"n={n!r}; allowed: an integer >= 0")
+    if not _MADE_UP_STATE:
+        _MADE_UP_STATE["rng"] = random.Random("made-up-words")
+        _MADE_UP_STATE["seen"] = set(common_words("eval")) | set(common_words("train"))
+    rng, seen = _MADE_UP_STATE["rng"], _MADE_UP_STATE["seen"]
+    out = _MADE_UP[split]
+    while len(out) < n:
+        w = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(rng.randint(2, 3))) + rng.choice(_CODAS)
+        if w not in seen:
+            seen.add(w)
+            _MADE_UP["eval" if in_pool(w, "eval") else "train"].append(w)
+    return tuple(out[:n])

@@ -34,7 +34,8 @@ from repro.tasks.vocab import word_pool
 INSTRUCTION = ("Answer the question based on the given documents. "
                "Only give me the answer and do not output any other words.")
 PREFIX = INSTRUCTION + "\n\nThe following are given documents.\n\n"
-QUESTION = "\n\n" + INSTRUCTION + "\n\nQuestion: {query} Answer:"
+ANSWER_PREFIX = " Answer:"
+QUESTION = "\n\n" + INSTRUCTION + "\n\nQuestion: {query}" + ANSWER_PREFIX
 DOC = "Document {i}:\n{text}"
 SUBSTITUTE = "generated facts, not SQuAD/HotpotQA"
 
@@ -237,11 +238,12 @@ class QA:
                 text += block
             return text + question, spans
 
-        k = fit_count(tokenizer, length, lambda k: render(k)[0], costs, fixed)
+        k = fit_count(tokenizer, length, lambda k: render(k)[0], costs, fixed, self.name)
         prompt, spans = render(k)
         extra = {"substitute": SUBSTITUTE} if not self.dataset_path else {"dataset_path": self.dataset_path}
         return finish(self.name, tokenizer, prompt, answers, length=length, depth=depth, seed=seed, spans=spans,
-                      context=(len(PREFIX), len(prompt) - len(question)), query=query, **extra)
+                      context=(len(PREFIX), len(prompt) - len(question)), answer_prefix=ANSWER_PREFIX, query=query,
+                      **extra)
 
     def score(self, prediction: str, references: Sequence[str]) -> float:
         return string_match_part(prediction, references)

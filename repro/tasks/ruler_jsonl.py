@@ -1,11 +1,22 @@
-"""Read and write RULER-style JSONL so our examples and other harnesses interoperate.
+"""Read and write RULER's JSONL so our examples and RULER's harness interoperate.
 
-One example per line with RULER's fields (``scripts/data/synthetic/*.py`` in
-NVIDIA/RULER): ``index``, ``input`` (the prompt, answer prefix included, as
-RULER's ``base`` template), ``outputs`` (the references), ``length`` (input
-tokens plus the task's tokens to generate, as RULER counts it), and ours:
-``task`` and ``metadata``. Files written by RULER itself (no ``task`` /
-``metadata``) read back with the task named by the caller.
+One example per line with the fields RULER's generators write
+(``scripts/data/synthetic/*.py`` in NVIDIA/RULER), in its order:
+
+* ``index``: the example's number;
+* ``input``: the prompt up to its answer prefix;
+* ``outputs``: the references;
+* ``length``: tokens of the whole prompt (``input + answer_prefix``, no special
+  tokens) plus the tokens to generate, as RULER counts it;
+* ``length_w_model_temp``: the same with a chat template's tokens (none here);
+* ``answer_prefix``: the end of the prompt the model continues (RULER's
+  evaluator feeds ``input + answer_prefix``).
+
+Ours adds ``task`` and ``metadata`` (RULER's reader ignores them), so our
+examples read back identically. A row RULER wrote (no ``task``/``metadata``)
+reads back as an :class:`Example` whose prompt is ``input + answer_prefix``,
+with the task named by the caller; its fields other than ``input`` and
+``outputs`` are kept in ``metadata["ruler"]`` and written back unchanged.
 """
 
 from __future__ import annotations
@@ -14,7 +25,11 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from repro.tasks.base import Example
+from repro.tasks.base import Example, get_task
+from repro.tasks.layout import n_tokens
+
+RULER_FIELDS = ("index", "input", "outputs", "length", "length_w_model_temp", "answer_prefix")
+"""The fields every RULER row holds, in RULER's order (``niah`` rows add ``token_position_answer``)."""
 
 
 def _jsonable(x: Any) -> Any:
@@ -38,40 +53,79 @@ def _spans_back(key: str, x: Any) -> Any:
     return x
 
 
-def to_record(example: Example, index: int, max_new_tokens: int = 0) -> dict:
-    n = example.metadata.get("n_tokens", 0)
-    return {"index": index, "input": example.prompt, "outputs": list(example.references),
-            "length": n + max_new_tokens, "task": example.task, "metadata": _jsonable(example.metadata)}
+def _split_prompt(example: Example) -> tuple[str, str]:
+    prefix = example.metadata.get("answer_prefix", "")
+    if not isinstance(prefix, str) or not example.prompt.endswith(prefix):
+        raise ValueError(f"{example.task}: metadata['answer_prefix']={prefix!r} does not end the prompt; "
+                         "allowed: a suffix of the prompt")
+    return example.prompt[:len(example.prompt) - len(prefix)], prefix
 
 
-def write_jsonl(path: str | Path, examples: Iterable[Example], max_new_tokens: int | dict[str, int] = 0) -> Path:
-    """Write examples, one JSON object per line (UTF-8, non-ASCII kept); returns the path."""
+def to_record(example: Example, index: int, tokenizer=None, tokens_to_generate: int | None = None) -> dict:
+    """One row: RULER's fields, then ``task`` and ``metadata``.
+
+    A row read from RULER keeps its own ``index``, ``length`` and other fields.
+    Otherwise ``length`` is the prompt's token count under ``tokenizer``
+    (special tokens left out, as RULER's tokenizers count) plus
+    ``tokens_to_generate`` (default: the task's ``max_new_tokens``).
+    """
+    text, prefix = _split_prompt(example)
+    ruler = example.metadata.get("ruler")
+    if ruler is not None:  # read from a RULER file: its fields go back as they were
+        fields = {k: v for k, v in ruler.items() if k not in ("input", "outputs")}
+    else:
+        if tokenizer is None:
+            raise ValueError(f"{example.task}: counting RULER's 'length' needs the tokenizer; pass tokenizer=")
+        if tokens_to_generate is None:
+            tokens_to_generate = get_task(example.task).max_new_tokens
+        if not isinstance(tokens_to_generate, int) or tokens_to_generate < 0:
+            raise ValueError(f"tokens_to_generate={tokens_to_generate!r}; allowed: an integer >= 0")
+        length = n_tokens(tokenizer, example.prompt) + tokens_to_generate
+        fields = {"index": index, "length": length, "length_w_model_temp": length, "answer_prefix": prefix}
+    fields.update(input=text, outputs=list(example.references))
+    row = {k: fields.pop(k) for k in RULER_FIELDS if k in fields}
+    row.update(fields)
+    row.update(task=example.task, metadata=_jsonable(example.metadata))
+    return row
+
+
+def write_jsonl(path: str | Path, examples: Iterable[Example], tokenizer=None,
+                tokens_to_generate: int | dict[str, int] | None = None) -> Path:
+    """Write examples, one JSON object per line (UTF-8, non-ASCII kept); returns the path.
+
+    ``tokenizer`` counts each prompt for RULER's ``length`` (needed unless every
+    example was read from a RULER file); ``tokens_to_generate`` is one count for
+    all tasks, a dict by task name, or ``None`` for each task's ``max_new_tokens``.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         for i, ex in enumerate(examples):
-            extra = max_new_tokens.get(ex.task, 0) if isinstance(max_new_tokens, dict) else max_new_tokens
-            f.write(json.dumps(to_record(ex, i, extra), ensure_ascii=False) + "\n")
+            gen = tokens_to_generate.get(ex.task) if isinstance(tokens_to_generate, dict) else tokens_to_generate
+            f.write(json.dumps(to_record(ex, i, tokenizer, gen), ensure_ascii=False) + "\n")
     return path
 
 
 def from_record(record: dict, task: str | None = None) -> Example:
+    """An :class:`Example` from one row, ours or RULER's (prompt: ``input + answer_prefix``)."""
     for field in ("input", "outputs"):
         if field not in record:
             raise ValueError(f"RULER record lacks {field!r}; has: {', '.join(sorted(record))}")
     name = record.get("task", task)
     if name is None:
         raise ValueError("record has no 'task' field; pass task= to name it")
+    prefix = record.get("answer_prefix", "")
     meta = record.get("metadata")
     if meta is None:
-        meta = {"index": record.get("index"), "length": record.get("length")}
+        meta = {"answer_prefix": prefix,
+                "ruler": {k: v for k, v in record.items() if k not in ("input", "outputs", "task", "metadata")}}
     else:
         meta = {k: _spans_back(k, v) for k, v in meta.items()}
     outputs = record["outputs"]
-    return Example(name, record["input"], tuple([outputs] if isinstance(outputs, str) else outputs), meta)
+    return Example(name, record["input"] + prefix, tuple([outputs] if isinstance(outputs, str) else outputs), meta)
 
 
 def read_jsonl(path: str | Path, task: str | None = None) -> list[Example]:
-    """Read a RULER-style JSONL file (ours or RULER's own; ``task`` names the latter's task)."""
+    """Read a RULER JSONL file (ours or RULER's own; ``task`` names the latter's task)."""
     with open(path, encoding="utf-8") as f:
         return [from_record(json.loads(line), task) for line in f if line.strip()]

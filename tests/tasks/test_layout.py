@@ -53,6 +53,29 @@ def test_short_length_error_and_minimum(name, tokenizer):
 
 
 @pytest.mark.parametrize("name", ALL)
+def test_near_the_minimum_fits_or_raises_length_too_short(name, tokenizer):
+    """Around the shortest length: a prompt within the length, or LengthTooShort naming a longer minimum."""
+    task = get_task(name)
+    m = minimum_length(task, tokenizer, seeds=range(3))
+    for seed in range(3):
+        for length in range(m - 4, m + 6):
+            try:
+                ex = task.generate(tokenizer, length, 0.5, seed)
+            except LengthTooShort as err:
+                assert err.minimum > length and f"length={length}" in str(err)
+                continue
+            assert ex.metadata["n_tokens"] <= length
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_answer_prefix_ends_the_prompt(name, tokenizer):
+    ex = get_task(name).generate(tokenizer, 600, 0.5, 1)
+    prefix = ex.metadata["answer_prefix"]
+    assert prefix.strip() and ex.prompt.endswith(prefix)
+    assert len(prefix) < len(ex.prompt) - ex.metadata["context_char_span"][1]  # after the context
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_key_pools(name, tokenizer):
     ev = get_task(name, key_pool="eval").generate(tokenizer, 512, 0.5, 2)
     tr = get_task(name, key_pool="train").generate(tokenizer, 512, 0.5, 2)

@@ -12,18 +12,34 @@ from repro.tasks.niah import NEEDLE, NIAH, NIAH_CONFIGS, NOISE, PREFIX, QUESTION
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
 
 
-def test_single_1_keeps_the_trained_prompt(tokenizer):
+def test_single_1_is_rulers(tokenizer):
+    """RULER's niah_single_1: adjective-noun key, singular template, noise blocks and the needle on lines."""
     ex = get_task("niah_single_1").generate(tokenizer, 300, 0.5, 1)
     key, value = ex.metadata["key"], ex.references[0]
-    assert ex.prompt.startswith(PREFIX)
-    assert ex.prompt.endswith(QUESTION.format(key=key))
+    assert re.fullmatch(r"[a-z]+-[a-z]+", key) and re.fullmatch(r"\d{7}", value)
+    prefix = ("A special magic number is hidden within the following text. Make sure to memorize it. "
+              "I will quiz you about the number afterwards.\n")
+    answer = f" The special magic number for {key} mentioned in the provided text is"
+    question = f"\nWhat is the special magic number for {key} mentioned in the provided text?" + answer
+    assert ex.prompt.startswith(prefix) and ex.prompt.endswith(question) and ex.metadata["answer_prefix"] == answer
+    lines = ex.prompt[len(prefix):-len(question)].split("\n")
+    needle = f"One of the special magic numbers for {key} is: {value}."
+    assert lines.count(needle) == 1
+    noise = [line for line in lines if line != needle]
+    assert noise[:-1] == [" ".join(NOISE)] * (len(noise) - 1) and " ".join(NOISE).startswith(noise[-1])
+    assert len(noise) >= 5
     s, e = ex.metadata["evidence_char_spans"][0]
-    assert ex.prompt[s:e] == NEEDLE.format(key=key, value=value)
-    body = ex.prompt[len(PREFIX):s] + ex.prompt[e:-len(QUESTION.format(key=key))]
-    assert set(re.findall(r"[A-Z][^.]*\.", body)) <= set(NOISE)
-    assert re.fullmatch(r"\d{7}", value)
+    assert ex.prompt[s:e] == needle and ex.prompt[s - 1] == "\n" and ex.prompt[e] == "\n"
     train = get_task("niah_single_1", key_pool="train").generate(tokenizer, 300, 0.5, 1)
     assert train.metadata["key"] != key
+
+
+def test_legacy_prompt_still_available(tokenizer):
+    ex = NIAH(haystack="noise", key_type="noun", legacy_prompt=True).generate(tokenizer, 300, 0.5, 1)
+    key = ex.metadata["key"]
+    assert re.fullmatch(r"[a-z]+", key)
+    assert ex.prompt.startswith(PREFIX) and ex.prompt.endswith(QUESTION.format(key=key))
+    assert NEEDLE.format(key=key, value=ex.references[0]) in ex.prompt
 
 
 @pytest.mark.parametrize("name", sorted(NIAH_CONFIGS))
