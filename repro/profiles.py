@@ -209,6 +209,12 @@ class EvalConfig:
     """Checkpoints that get the full suite (when trained); the other arms get the LongRecipe grid."""
     doable_threshold: float = 0.3
     """Base-model accuracy at its own window below which a task is flagged as one the base cannot do."""
+    base_tasks: tuple[str, ...] = SUITE_TASKS + ("json_kv",)
+    """Tasks of ``TB-Base``: the base model at its own window (the suite plus JSON KV, ProLong's recall)."""
+    base_depths: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
+    """Evidence depths of ``TB-Base`` ..."""
+    base_samples: int = 20
+    """... and prompts per depth (5 x 20 = 100 per task: a binomial SE of at most 5 points)."""
 
 
 @dataclass(frozen=True)
@@ -302,7 +308,7 @@ SMOKE = Profile(
     extend=ExtendConfig(target_window=384, steps=3, train_tasks=("niah_single_1",), batch_size=2, warmup_steps=1,
                         checkpoint_every=2),
     eval=EvalConfig(lengths=(192, 384), depths=(0.0, 1.0), samples=2, batch_size=4, suite_depths=(0.5,),
-                    suite_samples=1, seeds=(0, 1), decile_samples=1),
+                    suite_samples=1, seeds=(0, 1), decile_samples=1, base_depths=(0.5,), base_samples=1),
     longrecipe=LongRecipeConfig(sample_ratio=0.5, ratios=(0.5,), analysis_texts=3, analysis_source="code",
                                 anchor_min_count=1,
                                 pos_bins=4, replay_methods=("longrecipe",), eval_samples=1, yarn_samples=1,
@@ -383,6 +389,9 @@ def validate(p: Profile) -> Profile:
         raise ValueError(f"extend.rope_type={e.rope_type!r} needs extend.rope_factor")
     if any(not 0.0 <= d <= 1.0 for d in ev.depths):
         raise ValueError(f"eval.depths={ev.depths}; allowed: values in [0, 1]")
+    if any(not 0.0 <= d <= 1.0 for d in ev.base_depths) or not ev.base_depths or ev.base_samples < 1:
+        raise ValueError(f"eval.base_depths={ev.base_depths}, eval.base_samples={ev.base_samples}; "
+                         "allowed: at least one depth in [0, 1] and samples >= 1")
     if any(not 0.0 <= d <= 1.0 for d in ev.suite_depths):
         raise ValueError(f"eval.suite_depths={ev.suite_depths}; allowed: values in [0, 1]")
     if ev.suite_samples < 1 or ev.decile_samples < 1 or not ev.seeds or len(set(ev.seeds)) != len(ev.seeds):

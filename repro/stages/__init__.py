@@ -17,17 +17,19 @@ from repro.stages.base import train_base
 from repro.stages.cache import STAGE_VERSION, as_profile, stage_dir, stage_key
 from repro.stages.checkpoints import available_checkpoints, checkpoint_path, checkpoint_rope_theta
 from repro.stages.corpus import Corpus, build_corpus, get_corpus, get_tokenizer
-from repro.stages.evaluation import (evaluate_checkpoint, general_abilities, run_lr_suite, run_suite, short_lm_loss,
-                                     short_lm_windows)
-from repro.stages.extension import extension_arms, extension_method, extension_tokens, metrics, train_extension
+from repro.stages.evaluation import (evaluate_base_window, evaluate_checkpoint, general_abilities, run_lr_suite,
+                                     run_suite, short_lm_loss, short_lm_windows)
+from repro.stages.extension import (extension_arms, extension_method, extension_tokens, metrics,
+                                    prepare_extension_data, train_extension)
 from repro.stages.keys import analysis_key, base_key, corpus_key, extension_key, merge_key, replay_key
 from repro.stages.replay import merge_replayed, replay_method, replay_steps, train_replay
 
 __all__ = [
-    "Corpus", "STAGE_VERSION", "analysis_key", "analysis_texts", "as_profile", "available_checkpoints", "base_key",
-    "build_corpus", "checkpoint_path", "checkpoint_rope_theta", "corpus_key", "evaluate_checkpoint",
-    "extension_arms", "extension_key", "extension_method", "extension_tokens", "general_abilities", "get_corpus",
-    "get_tokenizer", "impactful_tokens", "load_analysis", "merge_key", "merge_replayed", "metrics", "replay_key",
-    "replay_method", "replay_steps", "run_lr_suite", "run_suite", "short_lm_loss", "short_lm_windows", "stage_dir",
-    "stage_key", "train_base", "train_extension", "train_replay",
+    "Corpus", "STAGE_VERSION", "analysis_key", "analysis_texts", "as_profile", "available_checkpoints",
+    "base_key", "build_corpus", "checkpoint_path", "checkpoint_rope_theta", "corpus_key", "evaluate_base_window",
+    "evaluate_checkpoint", "extension_arms", "extension_key", "extension_method", "extension_tokens",
+    "general_abilities", "get_corpus", "get_tokenizer", "impactful_tokens", "load_analysis", "merge_key",
+    "merge_replayed", "metrics", "prepare_extension_data", "replay_key", "replay_method", "replay_steps",
+    "run_lr_suite", "run_suite", "short_lm_loss", "short_lm_windows", "stage_dir", "stage_key", "train_base",
+    "train_extension", "train_replay",
 ]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.profiles import SUITE_TASKS, TINY, Profile
+from repro.profiles import TINY, Profile
 
 ALL_TRAIN_TASKS: tuple[str, ...] = (
     "niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3",
@@ -28,13 +28,13 @@ ALL_TRAIN_TASKS: tuple[str, ...] = (
     "multihop_2", "multihop_3", "multihop_4")
 """Every task family of the evaluation suite, as training rows (``train`` key pool, training seeds)."""
 
-SEARCH_TASKS: tuple[str, ...] = SUITE_TASKS + ("json_kv",)
-"""What a candidate is scored on at its window: the suite plus JSON KV (ProLong's recall category)."""
+SEARCH_TASKS: tuple[str, ...] = TINY.eval.base_tasks
+"""What a candidate is scored on at its window: ``TB-Base``'s tasks (the suite plus JSON KV)."""
 
 SEARCH_EVAL_SEED = 7
 """Evaluation seed of the search's prompts (``TB-Base`` reports on seed 0)."""
 
-SEARCH_DEPTHS: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
+SEARCH_DEPTHS: tuple[float, ...] = TINY.eval.base_depths
 """Evidence depths of the search grid; ``samples`` examples each (5 x 20 = 100 per task by default)."""
 
 

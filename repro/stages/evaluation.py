@@ -56,6 +56,15 @@ def evaluate_checkpoint(profile: Profile | str, name: str, tasks: tuple[str, ...
     return rec if record else rec["results"]
 
 
+def evaluate_base_window(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,
+                         progress: bool = True) -> dict:
+    """``TB-Base``'s grid: the base model at its own window on ``eval.base_tasks`` x ``eval.base_depths`` x
+    ``eval.base_samples`` fresh prompts (evaluation seed 0); the cached record (see :func:`evaluate_checkpoint`)."""
+    p = as_profile(profile)
+    return evaluate_checkpoint(p, "base", p.eval.base_tasks, run_dir, force, progress, lengths=(p.base.window,),
+                               depths=p.eval.base_depths, samples=p.eval.base_samples, seeds=(0,), record=True)
+
+
 def run_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
               progress: bool = True) -> dict[str, dict]:
     """Evaluate a checkpoint on every part of :func:`repro.stages.plans.suite_plan`; part -> cached record."""
