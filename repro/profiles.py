@@ -120,6 +120,9 @@ class BaseTrainConfig:
     """Gradient-norm clip."""
     bf16: bool = False
     """bf16 autocast (fp32 learned the copy mechanism more reliably here)."""
+    threads: int = 2
+    """torch threads of this stage, pinned and recorded (0: leave the process setting): the same count on the
+    same CPU type gives bit-identical weights."""
     checkpoint_every: int = 200
     """Checkpoint interval in steps."""
     seed: int = 0
@@ -158,6 +161,8 @@ class ExtendConfig:
     """RoPE base for the extended model (None keeps the base model's)."""
     bf16: bool = False
     """bf16 autocast."""
+    threads: int = 2
+    """torch threads of each extension stage, pinned and recorded (0: leave the process setting)."""
     checkpoint_every: int = 50
     """Checkpoint interval in steps."""
     data_workers: int = 1
@@ -326,10 +331,10 @@ PAPER = Profile(
     model=ModelConfig(pretrained="meta-llama/Meta-Llama-3-8B-Instruct", hidden_size=4096, intermediate_size=14336,
                       num_layers=32, num_heads=32, num_kv_heads=8, rope_theta=500_000.0, tie_embeddings=False,
                       attn_implementation="flash_attention_2"),
-    base=BaseTrainConfig(window=8192, retrieval_lengths=(8192,), bf16=True),
+    base=BaseTrainConfig(window=8192, retrieval_lengths=(8192,), bf16=True, threads=0),
     extend=ExtendConfig(target_window=81_920, steps=104, batch_size=96, lr=5e-5, min_lr_ratio=0.1, warmup_steps=0,
                         retrieval_fraction=0.0, rope_type="dynamic", rope_factor=10.0, rope_theta=48_900_000.0,
-                        bf16=True, checkpoint_every=26, deepspeed_config="configs/deepspeed_zero3.json"),
+                        bf16=True, threads=0, checkpoint_every=26, deepspeed_config="configs/deepspeed_zero3.json"),
     eval=EvalConfig(lengths=(8192, 16_384, 32_768, 65_536, 81_920, 163_840), depths=tuple(i / 10 for i in range(11)),
                     samples=50, batch_size=1),
     longrecipe=LongRecipeConfig(general_benchmarks=("mmlu", "gsm8k", "humaneval")),
@@ -377,10 +382,14 @@ def validate(p: Profile) -> Profile:
     for name in ("copy_fraction", "lm_fraction", "lm_weight", "context_weight", "advance_em"):
         _range(getattr(b, name), 0.0, 1.0, f"base.{name}")
     _range(e.retrieval_fraction, 0.0, 1.0, "extend.retrieval_fraction")
+    if e.data_workers < 1:
+        raise ValueError(f"extend.data_workers={e.data_workers}; allowed: >= 1")
     _range(e.min_lr_ratio, 0.0, 1.0, "extend.min_lr_ratio")
     if e.target_window < b.window:
         raise ValueError(f"extend.target_window={e.target_window} must be >= base.window={b.window}")
     for cfg, sec in ((b, "base"), (e, "extend")):
+        if cfg.threads < 0:
+            raise ValueError(f"{sec}.threads={cfg.threads}; allowed: 0 (leave the process setting) or >= 1")
         if cfg.lr <= 0 or cfg.lr > 1:
             raise ValueError(f"{sec}.lr={cfg.lr} out of range; allowed: 0 < lr <= 1")
     if e.steps < 1 or e.batch_size < 1:

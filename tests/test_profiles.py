@@ -60,6 +60,12 @@ def test_bad_values_name_the_field_and_range():
         tiny.override(extend={"target_window": 128})
     with pytest.raises(ValueError, match="unknown field"):
         tiny.override(extend={"stepz": 3})
+    with pytest.raises(ValueError, match=r"base.threads=-1; allowed: 0 \(leave the process setting\) or >= 1"):
+        tiny.override(base={"threads": -1})
+    with pytest.raises(ValueError, match=r"extend.data_workers=0; allowed: >= 1"):
+        tiny.override(extend={"data_workers": 0})
+    with pytest.raises(ValueError, match=r"eval.base_depths=\(\), eval.base_samples=20; allowed"):
+        tiny.override(eval={"base_depths": ()})
     with pytest.raises(ValueError, match="eval.depths"):
         tiny.override(eval={"depths": (0.5, 1.5)})
     with pytest.raises(ValueError, match=r"base.task_weights=\(1.0, 2.0\); allowed: one positive weight per "

@@ -146,3 +146,31 @@ def test_bf16_autocast_step_runs_and_changes_weights(tiny_llama, tmp_path):
     assert after["model.embed_tokens.weight"].dtype == torch.float32  # master weights stay fp32
     assert not torch.equal(before["model.layers.0.self_attn.q_proj.weight"],
                            after["model.layers.0.self_attn.q_proj.weight"])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_threads_are_pinned_recorded_and_restored(tiny_llama, tmp_path, threads):
+    before = torch.get_num_threads()
+    seen = []
+
+    class Probe(ToyMethod):
+        def observe(self, step, metrics):
+            seen.append(torch.get_num_threads())
+
+    cfg = TrainConfig(max_steps=2, lr=1e-3, checkpoint_every=0, threads=threads)
+    final = Trainer(tiny_llama(), Probe(), cfg, tmp_path, progress=False).train()
+    summary = json.loads((final / "train_summary.json").read_text())
+    assert seen == [threads, threads] and summary["threads"] == threads
+    assert summary["torch"] == torch.__version__ and summary["cpu_capability"]
+    assert torch.get_num_threads() == before
+
+
+def test_chunked_and_plain_loss_train_to_the_same_weights_in_float64(tiny_llama, tmp_path):
+    out = []
+    for chunked in (True, False):
+        m = tiny_llama().double()
+        cfg = TrainConfig(max_steps=3, lr=1e-3, checkpoint_every=0, chunked_loss=chunked)
+        Trainer(m, ToyMethod(), cfg, tmp_path / str(chunked), progress=False).train()
+        out.append(_weights(m))
+    for k in out[0]:
+        assert torch.allclose(out[0][k], out[1][k], rtol=0, atol=1e-12), k
