@@ -78,7 +78,8 @@ def test_lr_tab3_and_tab4():
     rep3 = lrr.lr_tab3(suite, P)
     assert [r["method"] for r in rep3.tables[0]["rows"]] == ["PoSE", "LongRecipe (w/o T)", "LongRecipe (Random T)",
                                                             "LongRecipe"]
-    assert "order of pose, longrecipe_wo_t, longrecipe_random_t, longrecipe as in the paper on 6/6 significant pairs" in rep3.note
+    assert ("order of pose, longrecipe_wo_t, longrecipe_random_t, longrecipe as in the paper on 6/6 significant "
+            "pairs") in rep3.note
     rep4 = lrr.lr_tab4(suite, P)
     rows = rep4.tables[0]["rows"]
     assert [r["method"] for r in rows] == ["10%", "20%", "30%", "40%", "100% (FLT)"]
