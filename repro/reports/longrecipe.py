@@ -178,7 +178,7 @@ def lr_tab2(suite, lm, p: Profile) -> Report:
     window = p.base.window
     groups = seed_groups([*suite, *(n for n in lm if n not in suite)])
     short_test = GapTest(suite, "short", macro(NIAH_TASKS, window))
-    rows, loss_pairs, niah_steps, stage_arms = [], [], [], []
+    rows, loss_pairs, niah_steps, stage_arms, spreads = [], [], [], [], []
     for name in p.longrecipe.replay_methods:
         stages = [name, f"{name}+replay", f"{name}+merge"]
         if not all(s in groups for s in stages):
@@ -193,13 +193,13 @@ def lr_tab2(suite, lm, p: Profile) -> Report:
         row["paper MMLU before / after replay / after merging"] = " / ".join(map(str, pap)) if pap else "-"
         rows.append(row)
         losses = {s: [v[1] for v in vals[s] if v[1] is not None] for s in stages}
+        spreads += [seed_spread(v) for v in losses.values() if len(v) > 1]
         niahs = {s: seed_mean_std([v[0] for v in vals[s]])[0] for s in stages}
         for s0, s1 in zip(stages, stages[1:]):
             if losses[s0] and losses[s1]:  # the paper: each stage restores general abilities (loss should fall)
                 loss_pairs.append((losses[s0], losses[s1]))
             if niahs[s0] is not None and niahs[s1] is not None:  # ... and short-window NIAH should rise
                 niah_steps.append(compare(niahs[s1] - niahs[s0], short_test.se(s1, s0), short_test.z))
-    spreads = [seed_spread(v) for pair in loss_pairs for v in pair if len(v) > 1]
     pooled = (sum(x ** 2 for x in spreads) / len(spreads)) ** 0.5 if spreads else None
 
     def loss_se(v0: list[float], v1: list[float]) -> float | None:
