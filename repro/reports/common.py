@@ -13,6 +13,7 @@ from itertools import combinations
 from typing import Any, Mapping, Protocol, Sequence
 
 from repro.profiles import Profile
+from repro.stats import Z, gap_verdict
 from repro.tasks.summary import MULTIKEY
 
 SHORT = {"niah_single_1": "S-1", "niah_single_2": "S-2", "niah_single_3": "S-3", "niah_multikey_1": "MK-1",
@@ -150,11 +151,9 @@ def combine_verdicts(*verdicts: str) -> str:
     return known[0] if len(set(known)) == 1 and known[0] in ("yes", "no") else "partly"
 
 
-def compare(gap: float, se: float | None, z: float = 2.0) -> tuple[str, bool]:
+def compare(gap: float, se: float | None, z: float = Z) -> tuple[str, bool]:
     """``higher`` / ``lower`` / ``tie`` of a gap (:func:`repro.stats.gap_verdict`) and whether it was tested;
     without a standard error the gap is taken as it is (any nonzero gap counts)."""
-    from repro.stats import gap_verdict
-
     if se is None:
         return ("higher" if gap > 0 else "lower" if gap < 0 else "tie"), False
     return gap_verdict(gap, se, z), True
@@ -183,7 +182,7 @@ def direction_agrees(ours: Mapping[str, float | None], paper: Mapping[str, float
     """
     common = [n for n in paper if paper[n] is not None and ours.get(n) is not None]
     pairs = [(a, b) for a, b in combinations(common, 2) if paper[a] != paper[b]]
-    z = noise.z if noise is not None else 2.0
+    z = noise.z if noise is not None else Z
     if pairs:
         res = [(a, b, *compare(ours[a] - ours[b], noise.se(a, b) if noise else None, z)) for a, b in pairs]
         sig = [(a, b, o) for a, b, o, _ in res if o != "tie"]
