@@ -135,7 +135,7 @@ class Recorder:
         """Record our value for ``target_id`` (shown beside the paper's in INDEX.md).
 
         ``agrees`` states the direction of agreement with the paper
-        (e.g. ``"yes"``, ``"no"``, ``"partly"``, ``"n/a"``).
+        (e.g. ``"yes"``, ``"no"``, ``"partly"``, ``"tie within noise"``, ``"n/a"``).
         """
         if self.wants(target_id):
             self._update(target_id, ours=ours, agrees=agrees, note=note)

@@ -1,14 +1,18 @@
 """The names of trained arms, and the one parser for them.
 
-An arm name is ``<extension arm>[+<stage>]``:
+An arm name is ``<extension arm>[+<stage>][@seed<k>]``:
 
 - the extension arm is a key of :data:`EXTENSION_METHODS` (``flt``, ``pose``, ``rpes``,
   ``longrecipe``, ``longrecipe_wo_t``, ``longrecipe_random_t``) or ``longrecipe_r<percent>``
   (LongRecipe at that token ratio, Table 4), or ``base`` (the base model itself);
 - the stage suffix is ``+replay`` (LongRecipe §4.3 pretraining-data replay) or ``+merge``
-  (the replayed model merged with the base, Eq. 8).
+  (the replayed model merged with the base, Eq. 8);
+- the training-seed suffix ``@seed<k>`` (``k >= 1``) names the k-th extra training run of the same
+  arm from the same base (``flt@seed2``, ``pose+merge@seed1``); the plain name is replicate 0. The
+  reports show an arm with replicates as mean ± std across them (:mod:`repro.reports.seeds`).
 
-:func:`parse_arm` is the only place that reads these strings.
+:func:`parse_arm` is the only place that reads these strings (the reports read the seed suffix
+through :func:`split_seed`, which parses nothing else).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ STAGES = ("replay", "merge")
 """Stage suffixes after ``+``: pretraining-data replay, then the merge with the base (LongRecipe §4.3)."""
 BASE = "base"
 """The base model's own name."""
+SEED_MARK = "@seed"
+"""Training-seed suffix: ``<arm>@seed<k>`` is replicate ``k >= 1`` of ``<arm>`` (the plain name is replicate 0)."""
 
 
 @dataclass(frozen=True)
@@ -47,11 +53,27 @@ class ArmName:
     """``extend`` (the arm's own checkpoint), ``replay`` or ``merge``; ``base`` for the base model."""
     ratio: int | None = None
     """The token ratio in percent of a ``longrecipe_r<percent>`` arm, else None."""
+    replicate: int = 0
+    """Training-seed replicate: 0 for the plain name, ``k`` for ``@seed<k>``."""
 
     @property
     def name(self) -> str:
         """The name back as a string (``parse_arm(n).name == n``)."""
-        return self.arm if self.stage in ("extend", "base") else f"{self.arm}+{self.stage}"
+        name = self.arm if self.stage in ("extend", "base") else f"{self.arm}+{self.stage}"
+        return f"{name}{SEED_MARK}{self.replicate}" if self.replicate else name
+
+
+def split_seed(name: str) -> tuple[str, int]:
+    """``"flt@seed2"`` -> ``("flt", 2)``; a name without the suffix is replicate 0. Reads only the suffix."""
+    stem, at, rest = name.partition("@")
+    if not at:
+        return name, 0
+    suffix = at + rest
+    k = suffix[len(SEED_MARK):]
+    if not suffix.startswith(SEED_MARK) or not k.isdigit() or k.startswith("0") or not stem:
+        raise ValueError(f"arm {name!r}: bad training-seed suffix {suffix!r}; allowed: {SEED_MARK}<k> with "
+                         f"k >= 1 after an arm name (the plain name is replicate 0)")
+    return stem, int(k)
 
 
 def ratio_of(arm: str) -> int | None:
@@ -64,14 +86,15 @@ def ratio_of(arm: str) -> int | None:
 def _unknown(name: str) -> ValueError:
     return ValueError(f"unknown arm {name!r}; allowed: {BASE}, {', '.join(EXTENSION_METHODS)}, "
                       f"{RATIO_PREFIX}<percent> (1..100), each extension arm optionally followed by "
-                      f"{' or '.join('+' + s for s in STAGES)}")
+                      f"{' or '.join('+' + s for s in STAGES)} and then by {SEED_MARK}<k> (k >= 1)")
 
 
 def parse_arm(name: str) -> ArmName:
     """Parse an arm name; ValueError naming the allowed forms when it is not one."""
-    arm, plus, stage = name.partition("+")
+    stem, replicate = split_seed(name)
+    arm, plus, stage = stem.partition("+")
     if arm == BASE:
-        if plus:
+        if plus or replicate:  # one base model: every arm's replicates extend the same base
             raise _unknown(name)
         return ArmName(BASE, "base")
     if plus and stage not in STAGES:
@@ -79,7 +102,7 @@ def parse_arm(name: str) -> ArmName:
     ratio = ratio_of(arm)
     if arm not in EXTENSION_METHODS and not (ratio is not None and 1 <= ratio <= 100):
         raise _unknown(name)
-    return ArmName(arm, stage or "extend", ratio)
+    return ArmName(arm, stage or "extend", ratio, replicate)
 
 
 def extension_spec(name: str) -> ExtensionSpec:

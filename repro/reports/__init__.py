@@ -3,6 +3,10 @@
 One module per paper, plus the shared pieces:
 
 * :mod:`~repro.reports.common`: :class:`Report`, :class:`Scores`, percent formatting, verdicts, standard errors;
+* :mod:`~repro.reports.noise`: prompts paired across arms and the paired test every order verdict uses
+  (a gap counts only beyond 2 standard errors, widened by the training-seed spread; less is a tie);
+* :mod:`~repro.reports.seeds`: arms trained with several seeds (``flt@seed1``), shown as mean ± std;
+* :mod:`~repro.reports.sizing`: samples per cell for a headline standard error of 2 points;
 * :mod:`~repro.reports.testbed`: what the base model can do, tidy result rows, the testbed (TB-*) verdicts;
 * :mod:`~repro.reports.selfdistill`: RoPE-perturbed self-distillation (RP-*);
 * :mod:`~repro.reports.cdt`: Context Denoising Training (CD-*);

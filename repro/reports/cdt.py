@@ -1,10 +1,13 @@
 """Context Denoising Training's evaluation table (CD-Tab2): RULER and multi-hop accuracy by length, the
-multi-hop task standing in for BABILong."""
+multi-hop task standing in for BABILong. Multi-seed arms show mean ± std across training seeds
+(:mod:`repro.reports.seeds`); the order verdict counts gaps beyond 2 paired SE (:mod:`repro.reports.noise`)."""
 
 from __future__ import annotations
 
 from repro.profiles import Profile
-from repro.reports.common import Report, missing_note, scores_of, direction_agrees, scale_note, show
+from repro.reports.common import Report, Scores, direction_agrees, missing_note, scale_note, show
+from repro.reports.noise import GapTest, macro
+from repro.reports.seeds import cell, multi_seed_note, per_seed, pooled, seed_groups, seed_mean_std, seeds_label
 from repro.reports.testbed import doable_caption, base_can_do, doable_ruler
 from repro.tasks.summary import MULTIHOP, RULER_TASKS
 
@@ -22,27 +25,39 @@ def cd_tab2(suite, p: Profile) -> Report:
     hops = [t for t in MULTIHOP if t in p.eval.suite_tasks]
     rows = [{"model": "base can do it at its window", "length": p.base.window,
              **{f"{t.split('_')[1]}-hop": can[t]["label"] for t in hops}}]
-    mh_avg = {}
-    for name in suite:
-        s = scores_of(suite, name, "suite")
-        upto = [L for L in p.eval.lengths if L <= target]
-        per_len = [s.average(hops, L) for L in upto]
-        known = [v for v in per_len if v is not None]
-        mh_avg[name] = sum(known) / len(known) if known else None
+    upto = [L for L in p.eval.lengths if L <= target]
+
+    def mh(s: Scores) -> float | None:  # mean over the lengths <= target of the multi-hop mean
+        known = [v for v in (s.average(hops, L) for L in upto) if v is not None]
+        return sum(known) / len(known) if known else None
+
+    mh_avg, groups, lengths = {}, seed_groups(suite), set(upto)
+    for name, reps in groups.items():
+        s = pooled(suite, reps, "suite")
+        mh_avg[name] = seed_mean_std(per_seed(suite, reps, "suite", mh))[0]
+        if mh_avg[name] is not None:
+            lengths &= {L for L in upto if s.average(hops, L) is not None}
         for L in p.eval.lengths:
             pap = CD_TAB2.get(name)
-            rows.append({"model": name, "length": L,
-                         "RULER-13": show(s.average(RULER_TASKS, L), missing_note(s, RULER_TASKS, L)),
-                         "RULER-doable": show(s.average(doable, L), "n/a (no task the base can do)"),
+
+            def avg(tasks, L=L, reps=reps):
+                return per_seed(suite, reps, "suite", lambda x: x.average(tasks, L))
+
+            rows.append({"model": seeds_label(name, reps), "length": L,
+                         "RULER-13": cell(avg(RULER_TASKS), missing_note(s, RULER_TASKS, L)),
+                         "RULER-doable": cell(avg(doable), "n/a (no task the base can do)"),
                          **{f"{t.split('_')[1]}-hop": s.cell(t, L) for t in hops},
-                         "multi-hop mean": show(s.average(hops, L), missing_note(s, hops, L)),
+                         "multi-hop mean": cell(avg(hops), missing_note(s, hops, L)),
                          "paper RULER 32K/64K, BABILong avg": (
                              f"{CD_NAMES[name]}: {pap[0] or '-'} / {pap[1] or '-'}, {pap[2]}" if pap else "-"),
                          "scale": scale_note(p)})
-    verdict, how = direction_agrees(mh_avg, {k: v[2] for k, v in CD_TAB2.items()})
+    # the paired test on the lengths where every arm has the multi-hop mean
+    noise = GapTest(suite, "suite", macro(hops, sorted(lengths))) if hops and lengths else None
+    verdict, how = direction_agrees({n: None if v is None else 100.0 * v for n, v in mh_avg.items()},
+                                    {k: v[2] for k, v in CD_TAB2.items()}, noise=noise)
     cols = list(dict.fromkeys(k for r in rows for k in r))
     ours = "; ".join(f"{n} multi-hop mean over lengths <= {target}: {show(v)}" for n, v in mh_avg.items())
     cap = (f"CD-Tab2 analog: RULER and multi-hop accuracy (percent) by length; multi-hop stands in for BABILong. "
-           f"{doable_caption(suite, p, hops)} Scale: {scale_note(p)}.")
+           f"{doable_caption(suite, p, hops)} {multi_seed_note(groups)} Scale: {scale_note(p)}.")
     return Report("CD-Tab2", [{"name": "CD-Tab2", "rows": rows, "columns": cols, "caption": cap}],
                   ours=ours, agrees=verdict, note=f"multi-hop mean (BABILong avg in the paper): {how}")

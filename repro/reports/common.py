@@ -1,6 +1,7 @@
 """Shared pieces of every paper's tables: the :class:`Report`, reading result records (:class:`Scores`),
-percent formatting, the scale note, the verdicts (:func:`count_verdict`, :func:`direction_agrees`),
-standard errors and short task labels.
+percent formatting, the scale note, the verdicts (:func:`count_verdict`, :func:`order_verdict`,
+:func:`combine_verdicts`, :func:`direction_agrees`: gaps within noise are ties, :data:`TIE`), standard
+errors and short task labels.
 
 A cell too short for its task reads ``n/a (min length X)``, never 0 (:meth:`Scores.why`).
 """
@@ -9,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from repro.profiles import Profile
+from repro.stats import Z, gap_verdict
 from repro.tasks.summary import MULTIKEY
 
 SHORT = {"niah_single_1": "S-1", "niah_single_2": "S-2", "niah_single_3": "S-3", "niah_multikey_1": "MK-1",
@@ -33,7 +35,7 @@ class Report:
     ours: str = ""
     """Our headline numbers in words."""
     agrees: str = "n/a"
-    """``yes`` / ``no`` / ``partly`` / ``n/a``, computed from the numbers."""
+    """``yes`` / ``no`` / ``partly`` / ``tie within noise`` / ``n/a``, computed from the numbers."""
     note: str = ""
     """How ``agrees`` was decided, and caveats."""
 
@@ -114,62 +116,103 @@ def scale_note(p: Profile) -> str:
 
 
 # -- agreement -----------------------------------------------------------------------------------
+TIE = "tie within noise"
+"""The verdict when every gap a verdict rests on is within noise (neither agreement nor disagreement)."""
+
+
+class Noise(Protocol):
+    """What the verdicts need of a noise estimate (:class:`repro.reports.noise.GapTest`)."""
+
+    z: float
+
+    def se(self, a: str, b: str) -> float | None:
+        """Standard error of ``ours[a] - ours[b]`` in their unit, None when there is no estimate."""
+
+    def method(self) -> str:
+        """How the standard error is computed, for the notes."""
+
+
 def count_verdict(ok: int, total: int) -> str:
     """``yes`` when all ``total`` checks hold, ``no`` when none does, ``partly`` otherwise (``n/a``: none made)."""
     return "n/a" if not total else "yes" if ok == total else "no" if ok == 0 else "partly"
 
 
+def order_verdict(ok: int, bad: int, ties: int) -> str:
+    """:func:`count_verdict` over the significant checks (``ok`` hold, ``bad`` fail); :data:`TIE` when every
+    check made is a tie within noise, ``n/a`` when none is made."""
+    return count_verdict(ok, ok + bad) if ok + bad else TIE if ties else "n/a"
+
+
+def combine_verdicts(*verdicts: str) -> str:
+    """One verdict from several: ``n/a`` and ties are left out unless nothing else is there."""
+    known = [v for v in verdicts if v not in ("n/a", TIE)]
+    if not known:
+        return TIE if TIE in verdicts else "n/a"
+    return known[0] if len(set(known)) == 1 and known[0] in ("yes", "no") else "partly"
+
+
+def compare(gap: float, se: float | None, z: float = Z) -> tuple[str, bool]:
+    """``higher`` / ``lower`` / ``tie`` of a gap (:func:`repro.stats.gap_verdict`) and whether it was tested;
+    without a standard error the gap is taken as it is (any nonzero gap counts)."""
+    if se is None:
+        return ("higher" if gap > 0 else "lower" if gap < 0 else "tie"), False
+    return gap_verdict(gap, se, z), True
+
+
+def significance(n_sig: int, n: int, noise: Noise | None, untested: int = 0) -> str:
+    """``"3/6 gaps significant (paired bootstrap over prompts, 2 SE; ...)"``."""
+    how = noise.method() if noise is not None else "no noise estimate: gaps taken as they are"
+    if untested and noise is not None:
+        how += f"; {untested} gap(s) without a noise estimate (fewer than 2 prompts per cell) taken as they are"
+    return f"{n_sig}/{n} gaps significant ({how})"
+
+
 def direction_agrees(ours: Mapping[str, float | None], paper: Mapping[str, float | None],
-                     fallback: tuple[str, str] = PAPER_VS_BASELINE) -> tuple[str, str]:
+                     fallback: tuple[str, str] = PAPER_VS_BASELINE, noise: Noise | None = None) -> tuple[str, str]:
     """Does the order of our checkpoints match the paper's? ``(verdict, how)``.
 
-    With two or more checkpoints that have a paper number: ``yes`` when every
-    pair is ordered as in the paper, ``no`` when none is, ``partly`` otherwise;
-    pairs tied in our run are left out (and counted in the note), ``n/a`` when all are.
-    With fewer: ``fallback = (hi, lo)`` checks ours[hi] > ours[lo] (the
-    extended model beats the base at the target, implicit in every paper).
+    A pair counts as ordered only when its gap exceeds ``noise.z`` standard errors (``noise.se(a, b)``:
+    the paired test of :class:`repro.reports.noise.GapTest`, widened by the training-seed spread where
+    measured); pairs within noise are ties, neither agreement nor disagreement. With two or more
+    checkpoints that have a paper number: ``yes`` when every significant pair is ordered as in the paper,
+    ``no`` when none is, ``partly`` otherwise, :data:`TIE` when every pair ties; ``how`` says how many gaps
+    are significant. With fewer: ``fallback = (hi, lo)`` checks ours[hi] > ours[lo] (the extended model
+    beats the base at the target, implicit in every paper). Without ``noise`` (or where it has no
+    estimate for a pair) gaps are taken as they are, and ``how`` says so.
     """
     common = [n for n in paper if paper[n] is not None and ours.get(n) is not None]
     pairs = [(a, b) for a, b in combinations(common, 2) if paper[a] != paper[b]]
+    z = noise.z if noise is not None else Z
     if pairs:
-        ordered = [(a, b) for a, b in pairs if ours[a] != ours[b]]
-        ties = len(pairs) - len(ordered)
-        tie_note = f"; {ties} tied pair(s) left out" if ties else ""
-        if not ordered:
-            return "n/a", f"every pair of {', '.join(common)} is tied in our run"
-        ok = sum((ours[a] - ours[b]) * (paper[a] - paper[b]) > 0 for a, b in ordered)
-        return count_verdict(ok, len(ordered)), (f"order of {', '.join(common)} as in the paper "
-                                                 f"on {ok}/{len(ordered)} pairs{tie_note}")
+        res = [(a, b, *compare(ours[a] - ours[b], noise.se(a, b) if noise else None, z)) for a, b in pairs]
+        sig = [(a, b, o) for a, b, o, _ in res if o != "tie"]
+        note = significance(len(sig), len(pairs), noise, sum(not tested for *_, tested in res))
+        if not sig:
+            return TIE, f"every pair of {', '.join(common)} is tied within noise; {note}"
+        ok = sum((o == "higher") == (paper[a] > paper[b]) for a, b, o in sig)
+        ties = len(pairs) - len(sig)
+        tie_note = f"; {ties} pair(s) tied within noise" if ties else ""
+        return count_verdict(ok, len(sig)), (f"order of {', '.join(common)} as in the paper on {ok}/{len(sig)} "
+                                             f"significant pairs{tie_note}; {note}")
     hi, lo = fallback
     if ours.get(hi) is None or ours.get(lo) is None:
         return "n/a", f"needs {hi} and {lo} (or two checkpoints with paper numbers)"
-    if ours[hi] == ours[lo]:
-        return "n/a", f"one paper method present; {hi} and {lo} are tied"
-    return ("yes" if ours[hi] > ours[lo] else "no"), f"one paper method present; checked {hi} > {lo}"
+    o, tested = compare(ours[hi] - ours[lo], noise.se(hi, lo) if noise else None, z)
+    note = significance(int(o != "tie"), 1, noise, int(not tested))
+    if o == "tie":
+        return TIE, f"one paper method present; {hi} and {lo} tie within noise; {note}"
+    return ("yes" if o == "higher" else "no"), f"one paper method present; checked {hi} > {lo}; {note}"
 
 
 # -- noise ---------------------------------------------------------------------------------------
 def standard_error(suite, name: str, tasks: Sequence[str], length: int, part: str = "ruler") -> float | None:
-    """Binomial standard error (percent points) of the mean score over ``tasks`` at ``length``."""
-    rows = [r for r in (suite.get(name, {}).get(part) or {}).get("results", [])
-            if r["task"] in tasks and r["length"] == length]
-    if not rows:
-        return None
-    m = sum(r["score"] for r in rows) / len(rows)
-    return round(100.0 * (m * (1 - m) / len(rows)) ** 0.5, 1)
+    """Evaluation standard error (percent points, one decimal) of arm ``name``'s macro average over ``tasks``
+    at ``length``: ``sqrt(sum_t var_t / n_t) / len(tasks)`` over its per-prompt scores (replicates averaged
+    per prompt; :meth:`repro.reports.noise.GapTest.arm_se`); None without rows or below two prompts a task."""
+    from repro.reports.noise import GapTest, macro
 
-
-def noise_note(ours: Mapping[str, float | None], suite, tasks: Sequence[str], length: int,
-               part: str = "ruler") -> str:
-    """How many of the gaps between checkpoints (``ours``, percent of the mean over ``tasks`` at ``length``)
-    exceed twice their combined standard error (:func:`standard_error`); ``""`` with fewer than two."""
-    names = [n for n, v in ours.items() if v is not None]
-    se = {n: standard_error(suite, n, tasks, length, part) or 0.0 for n in names}
-    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
-    if not pairs:
-        return ""
-    big = sum(abs(ours[a] - ours[b]) > 2 * (se[a] ** 2 + se[b] ** 2) ** 0.5 for a, b in pairs)
-    return f" ({big}/{len(pairs)} gaps exceed 2 standard errors)"
+    se = GapTest(suite, part, macro(tasks, length)).arm_se(name)
+    return None if se is None else round(se, 1)
 
 
 # -- labels --------------------------------------------------------------------------------------

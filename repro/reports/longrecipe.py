@@ -3,7 +3,10 @@
 Input is an *LR suite*: ``{checkpoint: {part: record}}`` with the parts of
 :func:`repro.stages.plans.lr_plan` (records as :func:`repro.stages.evaluate_checkpoint` returns
 them with ``record=True``), plus ``{checkpoint: lm-loss record}`` from
-:func:`repro.stages.short_lm_loss`. Scores are percent as in the paper. The
+:func:`repro.stages.short_lm_loss`. Scores are percent as in the paper. An arm trained with several
+seeds (``flt``, ``flt@seed1``, ...; :mod:`repro.reports.seeds`) is one row, mean ± std across seeds, and
+every order verdict counts a gap only when it exceeds twice its paired standard error
+(:class:`repro.reports.noise.GapTest`, widened by the training-seed spread). The
 general-ability benchmarks (MMLU, GSM8K, HumanEval) cannot run on a tiny
 model; the short-window LM loss and base-window NIAH accuracy stand in for
 them and are labelled so.
@@ -14,8 +17,11 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from repro.profiles import Profile
-from repro.reports.common import Report, count_verdict, direction_agrees, noise_note, pct, scale_note, scores_of, \
-    standard_error
+from repro.reports.common import Noise, Report, combine_verdicts, compare, direction_agrees, order_verdict, pct, \
+    scale_note, scores_of, significance
+from repro.reports.noise import GapTest, macro, niah_m
+from repro.reports.seeds import cell, multi_seed_note, seed_groups, seed_mean_std, seeds_label
+from repro.stats import gap_se, seed_spread
 from repro.tasks.summary import NIAH_M_TASKS, NIAH_TASKS, RULER_TASKS
 
 NIAH_M_ALL = tuple(NIAH_M_TASKS)
@@ -84,104 +90,131 @@ def _lm_source(lm: Mapping[str, Mapping]) -> str:
     return "; ".join(sources) or "no LM-loss records"
 
 
-def _fmt(x: float | None) -> float | str:
-    """An already-scaled number, or ``n/a``."""
-    return "n/a" if x is None else x
+def _tests(suite, p: Profile) -> tuple[GapTest, GapTest]:
+    """The paired tests of NIAH(M) and RULER-13 at the target."""
+    target = p.extend.target_window
+    return GapTest(suite, "ruler", niah_m(target)), GapTest(suite, "ruler", macro(RULER_TASKS, target))
+
+
+def _se(test: GapTest, name: str) -> float | str:
+    se = test.arm_se(name)
+    return "n/a" if se is None else round(se, 1)
 
 
 def lr_tab1(suite, lm, p: Profile) -> Report:
     """NIAH(M)/RULER at the target (and with YaRN at 2x) plus the short-context stand-ins per arm."""
     target, window = p.extend.target_window, p.base.window
+    groups, lm_groups = seed_groups(suite), seed_groups(lm)
+    nm_test, ru_test = _tests(suite, p)
     rows, ours_nm, ours_ru = [], {}, {}
     f = p.eval.yarn_factors[0] if p.eval.yarn_factors else None
     for name in ("base", *TAB1_ARMS):
-        if name not in suite:
+        if name not in groups:
             continue
-        nm, ru = long_scores(suite, name, p)
-        niah_s, loss = short_scores(suite, lm, name, p)
+        reps = groups[name]
+        nm_v, ru_v = zip(*(long_scores(suite, n, p) for n in reps))
+        short = [short_scores(suite, lm, n, p) for n in dict.fromkeys(reps + lm_groups.get(name, ()))]
         if name != "base":
-            ours_nm[name], ours_ru[name] = nm, ru
-        row = {"method": display(name), f"NIAH(M) @{target}": _fmt(nm),
-               "NIAH(M) SE": _fmt(standard_error(suite, name, NIAH_M_ALL, target)), f"RULER @{target}": _fmt(ru),
-               f"base-doable @{target}": _fmt(doable_score(suite, name, p))}
+            ours_nm[name], ours_ru[name] = seed_mean_std(nm_v)[0], seed_mean_std(ru_v)[0]
+        row = {"method": seeds_label(display(name), reps), f"NIAH(M) @{target}": cell(nm_v, scale=1),
+               "NIAH(M) SE": _se(nm_test, name), f"RULER @{target}": cell(ru_v, scale=1),
+               f"base-doable @{target}": cell([doable_score(suite, n, p) for n in reps], scale=1)}
         if f:
-            y, L = scores_of(suite, name, "yarn"), int(round(f * target))
-            row[f"NIAH(M) YaRN {f:g}x @{L}"] = _fmt(pct(y.niah_m(L)))
-            row[f"RULER YaRN {f:g}x @{L}"] = _fmt(pct(y.average(RULER_TASKS, L)))
-        row[f"NIAH @{window} (stand-in)"] = _fmt(niah_s)
-        row[f"LM loss @{window} (stand-in, lower is better)"] = _fmt(loss)
+            L = int(round(f * target))
+            ys = [scores_of(suite, n, "yarn") for n in reps]
+            row[f"NIAH(M) YaRN {f:g}x @{L}"] = cell([y.niah_m(L) for y in ys])
+            row[f"RULER YaRN {f:g}x @{L}"] = cell([y.average(RULER_TASKS, L) for y in ys])
+        row[f"NIAH @{window} (stand-in)"] = cell([v[0] for v in short], scale=1)
+        row[f"LM loss @{window} (stand-in, lower is better)"] = cell([v[1] for v in short], scale=1, digits=4)
         pap = LR_TAB1.get(name)
         row["paper NIAH(M) / RULER / MMLU (Llama3-8B-I 80K)"] = " / ".join("-" if v is None else str(v) for v in pap) \
             if pap else "-"
         rows.append(row)
-    v1, how1 = direction_agrees(ours_nm, {k: v[0] for k, v in LR_TAB1.items() if v[0] is not None})
-    how1 += _noise(ours_nm, suite, p)
-    v2, how2 = direction_agrees(ours_ru, {k: v[1] for k, v in LR_TAB1.items() if v[1] is not None})
-    claim = _claim(ours_nm, ("longrecipe", "pose", "rpes"))
+    v1, how1 = direction_agrees(ours_nm, {k: v[0] for k, v in LR_TAB1.items() if v[0] is not None}, noise=nm_test)
+    v2, how2 = direction_agrees(ours_ru, {k: v[1] for k, v in LR_TAB1.items() if v[1] is not None}, noise=ru_test)
+    claim = _claim(ours_nm, ("longrecipe", "pose", "rpes"), nm_test)
     caption = (f"LR-Tab1 analog at the target window {target}: NIAH(M) = mean of MK-1/2/3, MV, MQ; RULER = 13 tasks; "
                f"base-doable = mean over the tasks the base model does at its window "
                f"({', '.join(doable_tasks(suite, p)) or 'none'}) "
-               f"({p.longrecipe.eval_samples} examples x {len(p.eval.suite_depths)} depths per task). MMLU/GSM8K/"
+               f"({p.longrecipe.eval_samples} examples x {len(p.eval.suite_depths)} depths per task; NIAH(M) SE = "
+               f"its standard error over those prompts). MMLU/GSM8K/"
                f"HumanEval cannot run on a tiny model: NIAH at the base window and the LM loss on "
                f"{p.longrecipe.short_lm_windows} windows of {window} tokens ({_lm_source(lm)}) stand in for general "
-               f"abilities. "
+               f"abilities. {_seeds_note(groups, ('base', *TAB1_ARMS))} "
                f"Scale: {scale_note(p)}.")
     return Report("LR-Tab1", [{"name": "LR-Tab1", "rows": rows, "columns": list(rows[0]) if rows else [],
                                "caption": caption}],
                   ours="; ".join(f"{r['method']} {r[f'NIAH(M) @{target}']}/{r[f'RULER @{target}']}" for r in rows),
-                  agrees=_combine(v1, v2),
+                  agrees=combine_verdicts(v1, v2),
                   note=f"NIAH(M): {how1}; RULER: {how2}. LongRecipe >= PoSE >= RPES on NIAH(M)? {claim}")
 
 
-def _noise(ours: Mapping[str, float | None], suite, p: Profile) -> str:
-    """How many of the NIAH(M) gaps between arms exceed twice their combined standard error."""
-    return noise_note(ours, suite, NIAH_M_ALL, p.extend.target_window)
+def _seeds_note(groups: Mapping[str, Sequence[str]], arms: Sequence[str], names: Mapping[str, str] | None = None) \
+        -> str:
+    """Which of the table's arms are multi-seed."""
+    return multi_seed_note({a: groups[a] for a in arms if a in groups},
+                           lambda a: (names or {}).get(a) or display(a))
 
 
-def _claim(ours: Mapping[str, float | None], order: Sequence[str]) -> str:
+def _claim(ours: Mapping[str, float | None], order: Sequence[str], noise: Noise) -> str:
+    """Is ``order`` descending on ``ours``? Each step counts when significant, ties within noise are named."""
     vals = [ours.get(n) for n in order]
     if any(v is None for v in vals):
         return "n/a"
-    ok = all(a >= b for a, b in zip(vals, vals[1:]))
-    return ("yes" if ok else "no") + " (" + " / ".join(f"{n} {v}" for n, v in zip(order, vals)) + ")"
-
-
-def _combine(*verdicts: str) -> str:
-    known = [v for v in verdicts if v != "n/a"]
-    if not known:
-        return "n/a"
-    if all(v == "yes" for v in known):
-        return "yes"
-    if all(v == "no" for v in known):
-        return "no"
-    return "partly"
+    steps = [compare(ours[a] - ours[b], noise.se(a, b), noise.z)[0] for a, b in zip(order, order[1:])]
+    ties = steps.count("tie")
+    verdict = order_verdict(steps.count("higher"), steps.count("lower"), ties)
+    return (verdict + " (" + " / ".join(f"{n} {v:.1f}" for n, v in zip(order, vals))
+            + (f"; {ties} step(s) tied within noise" if ties else "") + ")")
 
 
 def lr_tab2(suite, lm, p: Profile) -> Report:
-    """Short-context stand-ins before replay, after replay and after merging with the base (Eq. 8)."""
+    """Short-context stand-ins before replay, after replay and after merging with the base (Eq. 8).
+
+    Each step counts when significant: NIAH by the paired test over prompts; the LM loss (one mean per
+    checkpoint is recorded, no per-window losses) by the training-seed spread of the loss where a stage has
+    several seeds, else taken as it is (the note says which).
+    """
     window = p.base.window
-    rows, ok, total, ok_n, total_n = [], 0, 0, 0, 0
+    groups = seed_groups([*suite, *(n for n in lm if n not in suite)])
+    short_test = GapTest(suite, "short", macro(NIAH_TASKS, window))
+    rows, loss_pairs, niah_steps, stage_arms, spreads = [], [], [], [], []
     for name in p.longrecipe.replay_methods:
         stages = [name, f"{name}+replay", f"{name}+merge"]
-        if not all(s in suite or s in lm for s in stages):
+        if not all(s in groups for s in stages):
             continue
-        vals = [short_scores(suite, lm, s, p) for s in stages]
+        stage_arms += stages
+        vals = {s: [short_scores(suite, lm, n, p) for n in groups[s]] for s in stages}
         row = {"method": display(name)}
-        for label, (niah, loss) in zip(("before replay", "after replay", "after merging"), vals):
-            row[f"LM loss @{window} {label}"] = _fmt(loss)
-            row[f"NIAH @{window} {label}"] = _fmt(niah)
+        for label, s in zip(("before replay", "after replay", "after merging"), stages):
+            row[f"LM loss @{window} {label}"] = cell([v[1] for v in vals[s]], scale=1, digits=4)
+            row[f"NIAH @{window} {label}"] = cell([v[0] for v in vals[s]], scale=1)
         pap = LR_TAB2.get(name)
         row["paper MMLU before / after replay / after merging"] = " / ".join(map(str, pap)) if pap else "-"
         rows.append(row)
-        losses, niahs = [v[1] for v in vals], [v[0] for v in vals]
-        if None not in losses:  # the paper: each stage restores general abilities (loss should fall)
-            total += 2
-            ok += (losses[1] <= losses[0]) + (losses[2] <= losses[1])
-        if None not in niahs:  # ... and short-window NIAH should rise
-            total_n += 2
-            ok_n += (niahs[1] >= niahs[0]) + (niahs[2] >= niahs[1])
+        losses = {s: [v[1] for v in vals[s] if v[1] is not None] for s in stages}
+        spreads += [seed_spread(v) for v in losses.values() if len(v) > 1]
+        niahs = {s: seed_mean_std([v[0] for v in vals[s]])[0] for s in stages}
+        for s0, s1 in zip(stages, stages[1:]):
+            if losses[s0] and losses[s1]:  # the paper: each stage restores general abilities (loss should fall)
+                loss_pairs.append((losses[s0], losses[s1]))
+            if niahs[s0] is not None and niahs[s1] is not None:  # ... and short-window NIAH should rise
+                niah_steps.append(compare(niahs[s1] - niahs[s0], short_test.se(s1, s0), short_test.z))
+    pooled = (sum(x ** 2 for x in spreads) / len(spreads)) ** 0.5 if spreads else None
 
-    agrees = _combine(count_verdict(ok, total), count_verdict(ok_n, total_n))
+    def loss_se(v0: list[float], v1: list[float]) -> float | None:
+        if pooled is None:
+            return None
+        (a, ka), (b, kb) = [(seed_spread(v), len(v)) if len(v) > 1 else (pooled, 1) for v in (v0, v1)]
+        return gap_se(0.0, a, ka, b, kb)
+
+    loss_steps = [compare(sum(v0) / len(v0) - sum(v1) / len(v1), loss_se(v0, v1)) for v0, v1 in loss_pairs]
+    lv, loss_how = _steps(loss_steps)
+    nv, niah_how = _steps(niah_steps)
+    loss_how += (f" (2 SE of the training-seed spread of the loss, pooled {pooled:.4f})" if pooled is not None else
+                 " (no per-window losses recorded and one training seed: taken as they are)")
+    niah_how += "; " + significance(sum(o != "tie" for o, _ in niah_steps), len(niah_steps), short_test,
+                                    sum(not t for _, t in niah_steps))
     base_loss = lm.get("base", {}).get("loss")
     caption = (f"LR-Tab2 analog: short-context stand-ins for general abilities (LM loss on windows of {window} "
                f"tokens, {_lm_source(lm)}, lower is better; NIAH average at {window}) after extension, "
@@ -189,13 +222,23 @@ def lr_tab2(suite, lm, p: Profile) -> Report:
                f"({p.longrecipe.replay_token_fraction:.1%} of the extension tokens at "
                f"{p.longrecipe.replay_lr_ratio:g} x the learning rate) and after merging with the base model "
                f"(lambda = {p.longrecipe.merge_lambdas}). Base model LM loss: "
-               f"{'n/a' if base_loss is None else round(base_loss, 4)}. Scale: {scale_note(p)}.")
+               f"{'n/a' if base_loss is None else round(base_loss, 4)}. {_seeds_note(groups, stage_arms)} "
+               f"Scale: {scale_note(p)}.")
     return Report("LR-Tab2", [{"name": "LR-Tab2", "rows": rows, "columns": list(rows[0]) if rows else [],
                                "caption": caption}],
                   ours="; ".join(f"{r['method']} loss " + " -> ".join(str(r[k]) for k in r if k.startswith("LM loss"))
                                  for r in rows),
-                  agrees=agrees, note=f"as MMLU rises at each stage in the paper: LM loss falls on {ok}/{total} steps, "
-                                      f"NIAH @{window} rises (or holds) on {ok_n}/{total_n} steps")
+                  agrees=combine_verdicts(lv, nv),
+                  note=f"as MMLU rises at each stage in the paper: LM loss falls on {loss_how}; "
+                       f"NIAH @{window} rises on {niah_how}")
+
+
+def _steps(outcomes: Sequence[tuple[str, bool]]) -> tuple[str, str]:
+    """Verdict and ``"k/n significant steps; t tied within noise"`` of improvements (``higher`` holds)."""
+    o = [x for x, _ in outcomes]
+    ok, bad, ties = o.count("higher"), o.count("lower"), o.count("tie")
+    return order_verdict(ok, bad, ties), (f"{ok}/{ok + bad} significant steps"
+                                          + (f", {ties} tied within noise" if ties else ""))
 
 
 def lr_tab3(suite, p: Profile) -> Report:
@@ -223,30 +266,35 @@ def lr_tab4(suite, p: Profile) -> Report:
 def _long_table(target_id: str, arms: Sequence[str], paper: Mapping[str, Any], suite, p: Profile, caption: str,
                 names: Mapping[str, str] | None = None, claim_order: Sequence[str] = ()) -> Report:
     target = p.extend.target_window
+    groups = seed_groups(suite)
+    nm_test, ru_test = _tests(suite, p)
     rows, nm_ours, ru_ours = [], {}, {}
     for name in arms:
-        if name not in suite:
+        if name not in groups:
             continue
-        nm, ru = long_scores(suite, name, p)
-        nm_ours[name], ru_ours[name] = nm, ru
+        reps = groups[name]
+        nm_v, ru_v = zip(*(long_scores(suite, n, p) for n in reps))
+        nm_ours[name], ru_ours[name] = seed_mean_std(nm_v)[0], seed_mean_std(ru_v)[0]
         pap = paper.get(name)
-        rows.append({"method": (names or {}).get(name) or display(name), f"NIAH(M) @{target}": _fmt(nm),
-                     "NIAH(M) SE": _fmt(standard_error(suite, name, NIAH_M_ALL, target)), f"RULER @{target}": _fmt(ru),
-                     f"base-doable @{target}": _fmt(doable_score(suite, name, p)),
+        rows.append({"method": seeds_label((names or {}).get(name) or display(name), reps),
+                     f"NIAH(M) @{target}": cell(nm_v, scale=1), "NIAH(M) SE": _se(nm_test, name),
+                     f"RULER @{target}": cell(ru_v, scale=1),
+                     f"base-doable @{target}": cell([doable_score(suite, n, p) for n in reps], scale=1),
                      "paper NIAH(M) / RULER (Llama3-8B-I 80K)": f"{pap[0]} / {pap[1]}" if pap else "-"})
-    v1, how1 = direction_agrees(nm_ours, {k: v[0] for k, v in paper.items() if v})
-    how1 += _noise(nm_ours, suite, p)
-    v2, how2 = direction_agrees(ru_ours, {k: v[1] for k, v in paper.items() if v})
+    v1, how1 = direction_agrees(nm_ours, {k: v[0] for k, v in paper.items() if v}, noise=nm_test)
+    v2, how2 = direction_agrees(ru_ours, {k: v[1] for k, v in paper.items() if v}, noise=ru_test)
     note = f"NIAH(M): {how1}; RULER: {how2}"
     if claim_order:
-        note += f". {' >= '.join(claim_order)} on NIAH(M)? {_claim(nm_ours, claim_order)}"
+        note += f". {' >= '.join(claim_order)} on NIAH(M)? {_claim(nm_ours, claim_order, nm_test)}"
     cap = (f"{caption} Percent at the target window {target} ({p.longrecipe.eval_samples} examples x "
-           f"{len(p.eval.suite_depths)} depths per task); base-doable = mean over the tasks the base model does "
-           f"at its window ({', '.join(doable_tasks(suite, p)) or 'none'}). Scale: {scale_note(p)}.")
+           f"{len(p.eval.suite_depths)} depths per task; NIAH(M) SE = its standard error over those prompts); "
+           f"base-doable = mean over the tasks the base model does at its window "
+           f"({', '.join(doable_tasks(suite, p)) or 'none'}). {_seeds_note(groups, arms, names)} "
+           f"Scale: {scale_note(p)}.")
     return Report(target_id, [{"name": target_id, "rows": rows, "columns": list(rows[0]) if rows else [],
                                "caption": cap}],
                   ours="; ".join(f"{r['method']} {r[f'NIAH(M) @{target}']}/{r[f'RULER @{target}']}" for r in rows),
-                  agrees=_combine(v1, v2), note=note)
+                  agrees=combine_verdicts(v1, v2), note=note)
 
 
 def lr_tab6(p: Profile, seconds: float | None, tokens: int | None) -> Report:

@@ -1,12 +1,20 @@
 """RoPE-perturbed self-distillation's evaluation tables (RP-Tab1/2, RP-Fig1a, RP-Tab14, RP-Tab15, RP-Tab4/5)
-from the records of :func:`repro.stages.plans.suite_plan`, with the paper's numbers keyed by our checkpoint names."""
+from the records of :func:`repro.stages.plans.suite_plan`, with the paper's numbers keyed by our checkpoint names.
+
+An arm trained with several seeds (``flt``, ``flt@seed1``, ...; :mod:`repro.reports.seeds`) is one row: its
+averages are mean ± std across seeds, its per-task cells the mean over them. Order verdicts count a gap only
+beyond twice its paired standard error (:class:`repro.reports.noise.GapTest`).
+"""
 
 from __future__ import annotations
 
 from statistics import mean
 
 from repro.profiles import Profile
-from repro.reports.common import SHORT, Report, Scores, missing_note, scores_of, direction_agrees, pct, scale_note, show
+from repro.reports.common import SHORT, Report, Scores, compare, direction_agrees, missing_note, order_verdict, pct, \
+    scale_note, scores_of, show, significance
+from repro.reports.noise import GapTest, depth_decile, macro
+from repro.reports.seeds import cell, multi_seed_note, per_seed, pooled, seed_groups, seed_mean_std, seeds_label
 from repro.reports.testbed import doable_caption, base_can_do, doable_ruler
 from repro.tasks.summary import POSITION_SPECS, RULER_TASKS, accuracy_by_depth_decile, mean_std, ruler_in_suite
 
@@ -44,6 +52,20 @@ def _headline(s: Scores, suite, p: Profile, length: int) -> tuple[float | None, 
     return s.average(RULER_TASKS, length), "RULER-13"
 
 
+def _headline_test(suite, p: Profile, part: str, length: int) -> GapTest:
+    """The paired test of :func:`_headline` on ``part`` at ``length``."""
+    return GapTest(suite, part, macro(doable_ruler(suite, p) or RULER_TASKS, length))
+
+
+def _arm_headline(suite, p: Profile, part: str, reps, length: int) -> list[float | None]:
+    return per_seed(suite, reps, part, lambda s: _headline(s, suite, p, length)[0])
+
+
+def _percent(d: dict[str, float | None]) -> dict[str, float | None]:
+    """Fractions -> percent (unrounded: the verdicts compare these with standard errors in points)."""
+    return {k: None if v is None else 100.0 * v for k, v in d.items()}
+
+
 # -- RP-Tab1/2 -----------------------------------------------------------------------------------
 def rp_tab1_2(suite, p: Profile) -> Report:
     """Per-task RULER at the target (Table 2 shape) and RULER average per length (Table 1 shape)."""
@@ -53,13 +75,15 @@ def rp_tab1_2(suite, p: Profile) -> Report:
     cols = ["model", "source", "Avg-13", "Avg-doable", *SHORT.values()]
     rows = [{"model": "base can do it at its window", "source": f"base @{p.base.window}", "Avg-13": "",
              "Avg-doable": f"{len(doable)} tasks", **{SHORT[t]: can[t]["label"] for t in ruler_in_suite(p)}}]
-    avg = {}
-    for name in suite:
-        s = scores_of(suite, name, "suite")
-        avg[name] = s.average(RULER_TASKS, target)
-        rows.append({"model": name, "source": f"ours @{target}",
-                     "Avg-13": show(avg[name], missing_note(s, RULER_TASKS, target)),
-                     "Avg-doable": show(s.average(doable, target), "n/a (no task the base can do)"),
+    avg, groups = {}, seed_groups(suite)
+    for name, reps in groups.items():
+        s = pooled(suite, reps, "suite")
+        v13 = per_seed(suite, reps, "suite", lambda x: x.average(RULER_TASKS, target))
+        avg[name] = seed_mean_std(v13)[0]
+        rows.append({"model": seeds_label(name, reps), "source": f"ours @{target}",
+                     "Avg-13": cell(v13, missing_note(s, RULER_TASKS, target)),
+                     "Avg-doable": cell(per_seed(suite, reps, "suite", lambda x: x.average(doable, target)),
+                                        "n/a (no task the base can do)"),
                      **{SHORT[t]: s.cell(t, target) for t in ruler_in_suite(p)}})
     for name, vals in RP_TAB2.items():
         rows.append({"model": RP_NAMES[name], "source": "paper (Llama-3-8B-I, 64K)", "Avg-13": vals[0],
@@ -67,23 +91,27 @@ def rp_tab1_2(suite, p: Profile) -> Report:
     len_cols = ["model", *(f"RULER-13 @{L}" for L in p.eval.lengths), *(f"RULER-doable @{L}" for L in p.eval.lengths),
                 "paper RULER 32K / 64K", "scale"]
     by_len = []
-    for name in suite:
-        s = scores_of(suite, name, "suite")
-        r = {"model": name}
+    for name, reps in groups.items():
+        s = pooled(suite, reps, "suite")
+        r = {"model": seeds_label(name, reps)}
         for L in p.eval.lengths:
-            r[f"RULER-13 @{L}"] = show(s.average(RULER_TASKS, L), missing_note(s, RULER_TASKS, L))
-            r[f"RULER-doable @{L}"] = show(s.average(doable, L), "n/a (no task the base can do)")
+            r[f"RULER-13 @{L}"] = cell(per_seed(suite, reps, "suite", lambda x, L=L: x.average(RULER_TASKS, L)),
+                                       missing_note(s, RULER_TASKS, L))
+            r[f"RULER-doable @{L}"] = cell(per_seed(suite, reps, "suite", lambda x, L=L: x.average(doable, L)),
+                                           "n/a (no task the base can do)")
         pap = RP_TAB1.get(name)
         r["paper RULER 32K / 64K"] = f"{RP_NAMES[name]} {pap[0]} / {pap[1]}" if pap else "-"
         r["scale"] = scale_note(p)
         by_len.append(r)
-    head = {n: _headline(scores_of(suite, n, "suite"), suite, p, target)[0] for n in suite}
+    head = {n: seed_mean_std(_arm_headline(suite, p, "suite", reps, target))[0] for n, reps in groups.items()}
     metric = _headline(Scores(None), suite, p, target)[1]
-    verdict, how = direction_agrees(head, {k: v[1] for k, v in RP_TAB1.items()})
-    ours = "; ".join(f"{n} Avg-13 {show(avg[n])}, {metric} {show(head[n])}" for n in suite)
+    verdict, how = direction_agrees(_percent(head), {k: v[1] for k, v in RP_TAB1.items()},
+                                    noise=_headline_test(suite, p, "suite", target))
+    ours = "; ".join(f"{n} Avg-13 {show(avg[n])}, {metric} {show(head[n])}" for n in groups)
+    seeds = multi_seed_note(groups)
     cap = (f"RP-Tab2 analog: RULER per task (percent) at the target {target}, with the paper's rows. "
-           f"{doable_caption(suite, p, RULER_TASKS)} Scale: {scale_note(p)}.")
-    cap1 = f"RP-Tab1 analog: RULER average per evaluation length. Scale: {scale_note(p)}."
+           f"{doable_caption(suite, p, RULER_TASKS)} {seeds} Scale: {scale_note(p)}.")
+    cap1 = f"RP-Tab1 analog: RULER average per evaluation length. {seeds} Scale: {scale_note(p)}."
     return Report("RP-Tab1/2", [{"name": "RP-Tab1-2", "rows": rows, "columns": cols, "caption": cap},
                                 {"name": "RP-Tab1-2-lengths", "rows": by_len, "columns": len_cols, "caption": cap1}],
                   ours=f"@{target}: {ours}", agrees=verdict, note=f"{metric} at the target: {how}")
@@ -94,8 +122,9 @@ def rp_fig1a(suite, p: Profile) -> tuple[dict[str, list[float | None]], Report]:
     """Accuracy by answer-depth decile of ``eval.decile_task`` at the target, per checkpoint."""
     task, target = p.eval.decile_task, p.extend.target_window
     curves, rows, stats = {}, [], {}
-    for name in suite:
-        s = scores_of(suite, name, "deciles")
+    groups = seed_groups(suite)
+    for name, reps in groups.items():
+        s = pooled(suite, reps, "deciles")
         rs = [r for r in s.rows if r["task"] == task]
         if not rs:
             rows.append({"model": name, "decile": "all", "accuracy": "n/a (not evaluated)", "n": 0})
@@ -112,18 +141,35 @@ def rp_fig1a(suite, p: Profile) -> tuple[dict[str, list[float | None]], Report]:
                      "n": ""})
     ours_rp = [n for n in RP_METHODS if n in stats]
     if ours_rp and "flt" in stats:
-        hits = [(stats[n][1] < stats["flt"][1]) + (stats[n][0] > stats["flt"][0]) for n in ours_rp]
-        verdict = "yes" if min(hits) == 2 else "no" if max(hits) == 0 else "partly"
-        how = "self-distillation flatter (smaller spread) and higher (mean) than FLT"
+        verdict, how = _fig1a_verdict(suite, task, curves, stats, ours_rp)
     else:
         verdict, how = "n/a", "no self-distillation checkpoint yet; curves shown for what exists"
     can = base_can_do(suite, p).get(task, {"label": "n/a (not in suite)"})
     ours = "; ".join(f"{n} mean {pct(m)}, spread {pct(sp)}" for n, (m, sp) in stats.items())
     cap = (f"RP-Fig1a data: {task} accuracy (percent) by needle-depth decile at the target {target}, "
            f"{p.eval.decile_samples} samples per decile. Base can do {task} at its window: {can['label']}. "
-           f"Scale: {scale_note(p)}.")
+           f"{multi_seed_note(groups)} Scale: {scale_note(p)}.")
     table = {"name": "RP-Fig1a", "rows": rows, "columns": ["model", "decile", "accuracy", "n"], "caption": cap}
     return curves, Report("RP-Fig1a", [table], ours=ours, agrees=verdict, note=how)
+
+
+def _fig1a_verdict(suite, task: str, curves, stats, ours_rp) -> tuple[str, str]:
+    """Each self-distillation arm against FLT: higher mean and smaller spread (max - min) of the decile curve,
+    each counted when beyond 2 paired SE (bootstrap over the prompts of each decile)."""
+    cells = {(task, i): 0.1 for i, v in enumerate(curves["flt"]) if v is not None}
+    tests = {"mean": GapTest(suite, "deciles", cells, stratum=depth_decile),
+             "spread": GapTest(suite, "deciles", cells, stratum=depth_decile,
+                               metric=lambda m: m.max(axis=1) - m.min(axis=1))}
+    checks = []
+    for n in ours_rp:  # higher mean: n - flt > 0; flatter: flt spread - n spread > 0
+        checks.append(compare(100 * (stats[n][0] - stats["flt"][0]), tests["mean"].se(n, "flt")))
+        checks.append(compare(100 * (stats["flt"][1] - stats[n][1]), tests["spread"].se("flt", n)))
+    o = [x for x, _ in checks]
+    ok, bad, ties = o.count("higher"), o.count("lower"), o.count("tie")
+    how = (f"self-distillation flatter (smaller spread) and higher (mean) than FLT on {ok}/{ok + bad} significant "
+           f"checks" + (f", {ties} tied within noise" if ties else "") + "; "
+           + significance(ok + bad, len(checks), tests["mean"], sum(not t for _, t in checks)))
+    return order_verdict(ok, bad, ties), how
 
 
 # -- RP-Tab14 ------------------------------------------------------------------------------------
@@ -133,18 +179,20 @@ def rp_tab14(suite, p: Profile) -> Report:
     specs = [s for s in POSITION_SPECS if s in p.eval.suite_tasks]
     can = base_can_do(suite, p)
     rows = [{"model": "base can do it at its window", **{sp.split("=")[1]: can[sp]["label"] for sp in specs}}]
-    avg = {}
-    for name in suite:
-        s = scores_of(suite, name, "suite")
-        avg[name] = s.average(specs, target)
+    avg, groups = {}, seed_groups(suite)
+    for name, reps in groups.items():
+        s = pooled(suite, reps, "suite")
+        vals = per_seed(suite, reps, "suite", lambda x: x.average(specs, target))
+        avg[name] = seed_mean_std(vals)[0]
         pap = RP_TAB14.get(name)
-        rows.append({"model": name, **{sp.split("=")[1]: s.cell(sp, target) for sp in specs},
-                     "mean": show(avg[name], missing_note(s, specs, target)),
+        rows.append({"model": seeds_label(name, reps), **{sp.split("=")[1]: s.cell(sp, target) for sp in specs},
+                     "mean": cell(vals, missing_note(s, specs, target)),
                      "paper (64K NIAH-position)": f"{RP_NAMES[name]} {pap}" if pap else "-", "scale": scale_note(p)})
-    verdict, how = direction_agrees(avg, RP_TAB14)
+    verdict, how = direction_agrees(_percent(avg), RP_TAB14,
+                                    noise=GapTest(suite, "suite", macro(specs, target)) if specs else None)
     cols = list(dict.fromkeys(k for r in rows for k in r))
     cap = (f"RP-Tab14 analog: NIAH-position (4 occurrences of one key) accuracy (percent) per ordinal at the "
-           f"target {target}. {doable_caption(suite, p, specs)} Scale: {scale_note(p)}.")
+           f"target {target}. {doable_caption(suite, p, specs)} {multi_seed_note(groups)} Scale: {scale_note(p)}.")
     return Report("RP-Tab14", [{"name": "RP-Tab14", "rows": rows, "columns": cols, "caption": cap}],
                   ours="; ".join(f"{n} {show(v)}" for n, v in avg.items()), agrees=verdict,
                   note=f"mean over ordinals at the target: {how}")
@@ -162,31 +210,46 @@ def seed_rows(suite, name: str, p: Profile) -> list[dict]:
     return out
 
 
+def _over_eval_seeds(rs: list[dict], tasks, target: int) -> tuple[float, float, int] | None:
+    """(mean, sample std, n) over evaluation seeds of the average over ``tasks``; None when a seed misses one."""
+    def agg(rows_):
+        v = Scores({"results": rows_}).average(tasks, target)
+        if v is None:
+            raise ValueError("missing tasks")
+        return v
+
+    if not rs or not tasks:
+        return None
+    try:
+        return mean_std(rs, agg)
+    except ValueError:
+        return None
+
+
 def rp_tab15(suite, p: Profile) -> Report:
-    """Mean and sample std over evaluation seeds of RULER-13 and RULER-doable at the target."""
+    """Mean and sample std over evaluation seeds of RULER-13 and RULER-doable at the target, and the std over
+    training seeds of the headline (RULER-doable, else RULER-13) for multi-seed arms."""
     target = p.extend.target_window
     doable = doable_ruler(suite, p)
-    rows, stats = [], {}
-    for name in suite:
-        rs = seed_rows(suite, name, p)
-        row = {"model": name}
+    head_tasks = doable or RULER_TASKS
+    rows, stats, train = [], {}, {}
+    groups = seed_groups(suite)
+    for name, reps in groups.items():
+        rs = [r for n in reps for r in seed_rows(suite, n, p)]  # replicates pooled per evaluation seed
+        row = {"model": seeds_label(name, reps)}
         for label, tasks in (("RULER-13", RULER_TASKS), ("RULER-doable", doable)):
-            def agg(rows_, tasks=tasks):
-                v = Scores({"results": rows_}).average(tasks, target)
-                if v is None:
-                    raise ValueError("missing tasks")
-                return v
-            try:
-                m, sd, n = mean_std(rs, agg) if rs and tasks else (None, None, 0)
-            except ValueError:
-                m, sd, n = None, None, 0
-            why = (missing_note(scores_of(suite, name, "suite"), tasks, target) if tasks
+            got = _over_eval_seeds(rs, tasks, target)
+            why = (missing_note(pooled(suite, reps, "suite"), tasks, target) if tasks
                    else "n/a (no task the base can do)")
-            row[f"{label} mean (std) @{target}"] = f"{pct(m)} ({100 * sd:.2f})" if m is not None else why
-            if label == "RULER-doable" or (label == "RULER-13" and not doable):
-                if m is not None:
-                    stats[name] = (100 * m, 100 * sd, n)
+            row[f"{label} mean (std) @{target}"] = f"{pct(got[0])} ({100 * got[1]:.2f})" if got else why
+            if got and tasks == head_tasks:
+                stats[name] = (100 * got[0], 100 * got[1], got[2])
         row["seeds"] = len({r["seed"] for r in rs})
+        per_rep = [got[0] for n in reps if (got := _over_eval_seeds(seed_rows(suite, n, p), head_tasks, target))]
+        row["training seeds"] = len(reps)
+        if len(per_rep) > 1:
+            train[name] = (100 * seed_mean_std(per_rep)[1], len(per_rep))
+        row["training-seed std"] = f"{train[name][0]:.2f}" if name in train else "-"
         pap = RP_TAB15.get(name)
         row["paper RULER 32K / 64K mean (std)"] = (f"{RP_NAMES[name]} {pap[0][0]} ({pap[0][1]}) / {pap[1][0]} "
                                                    f"({pap[1][1]})" if pap else "-")
@@ -207,10 +270,14 @@ def rp_tab15(suite, p: Profile) -> Report:
         else:
             verdict, how = "no", f"max std {worst:.2f} points" + (
                 f" >= smallest gap {gap:.2f}" if gap is not None else "")
+    how += "; training-seed std: " + (", ".join(f"{n} {sd:.2f} over {k} seeds" for n, (sd, k) in train.items())
+                                      if train else "not measured (one training seed per arm)")
     ours = "; ".join(f"{n} {m:.1f} ({sd:.2f}) over {k} seeds" for n, (m, sd, k) in stats.items()) or "n/a"
     cols = list(dict.fromkeys(k for r in rows for k in r))
     cap = (f"RP-Tab15 analog: mean (sample std) over evaluation seeds of RULER (percent) at the target {target}; "
-           f"each seed draws fresh examples. {doable_caption(suite, p, RULER_TASKS)} Scale: {scale_note(p)}.")
+           f"each seed draws fresh examples; training-seed std = sample std over an arm's training seeds of its "
+           f"{metric} mean over evaluation seeds. {doable_caption(suite, p, RULER_TASKS)} "
+           f"{multi_seed_note(groups)} Scale: {scale_note(p)}.")
     return Report("RP-Tab15", [{"name": "RP-Tab15", "rows": rows, "columns": cols, "caption": cap}],
                   ours=f"{metric}: {ours}", agrees=verdict, note=how)
 
@@ -222,29 +289,39 @@ def rp_tab4_5(suite, p: Profile) -> Report:
     doable = doable_ruler(suite, p)
     rows, head = [], {}
     first = p.eval.yarn_factors[0] if p.eval.yarn_factors else None
-    for name in suite:
-        s = scores_of(suite, name, "suite")
-        row = {"model": name, f"RULER-13 @{target}": show(s.average(RULER_TASKS, target),
-                                                          missing_note(s, RULER_TASKS, target))}
+    groups = seed_groups(suite)
+    for name, reps in groups.items():
+        s = pooled(suite, reps, "suite")
+
+        def avg(part, tasks, L, reps=reps):
+            return per_seed(suite, reps, part, lambda x: x.average(tasks, L))
+
+        row = {"model": seeds_label(name, reps),
+               f"RULER-13 @{target}": cell(avg("suite", RULER_TASKS, target), missing_note(s, RULER_TASKS, target))}
         for f in p.eval.yarn_factors:
-            L = int(round(f * target))
-            y = scores_of(suite, name, f"yarn{f:g}")
+            L, part = int(round(f * target)), f"yarn{f:g}"
+            y = pooled(suite, reps, part)
             if L in p.eval.lengths:
-                row[f"RULER-13 @{L} no YaRN"] = show(s.average(RULER_TASKS, L), missing_note(s, RULER_TASKS, L))
-            row[f"RULER-13 YaRN {f:g}x @{L}"] = show(y.average(RULER_TASKS, L), missing_note(y, RULER_TASKS, L))
-            row[f"RULER-doable YaRN {f:g}x @{L}"] = show(y.average(doable, L), "n/a (no task the base can do)")
+                row[f"RULER-13 @{L} no YaRN"] = cell(avg("suite", RULER_TASKS, L), missing_note(s, RULER_TASKS, L))
+            row[f"RULER-13 YaRN {f:g}x @{L}"] = cell(avg(part, RULER_TASKS, L), missing_note(y, RULER_TASKS, L))
+            row[f"RULER-doable YaRN {f:g}x @{L}"] = cell(avg(part, doable, L), "n/a (no task the base can do)")
             if f == first:
-                head[name] = _headline(y, suite, p, L)[0]
+                head[name] = seed_mean_std(_arm_headline(suite, p, part, reps, L))[0]
         pap = RP_TAB4.get(name)
         row["paper YaRN 2x / 4x (Llama 128K / 256K)"] = f"{RP_NAMES[name]} {pap[0]} / {pap[1]}" if pap else "-"
         row["scale"] = scale_note(p)
         rows.append(row)
-    verdict, how = direction_agrees(head, {k: v[0] for k, v in RP_TAB4.items()}) if first else ("n/a", "no YaRN factor")
+    if first:
+        L = int(round(first * target))
+        verdict, how = direction_agrees(_percent(head), {k: v[0] for k, v in RP_TAB4.items()},
+                                        noise=_headline_test(suite, p, f"yarn{first:g}", L))
+    else:
+        verdict, how = "n/a", "no YaRN factor"
     metric = f"RULER-doable ({len(doable)} tasks)" if doable else "RULER-13"
     cols = list(dict.fromkeys(k for r in rows for k in r))
     cap = (f"RP-Tab4/5 analog: RULER (percent) beyond the target {target} with YaRN at evaluation time "
            f"(base: from its {p.base.window} window; extended checkpoints: from {target}). "
-           f"{doable_caption(suite, p, RULER_TASKS)} Scale: {scale_note(p)}.")
+           f"{doable_caption(suite, p, RULER_TASKS)} {multi_seed_note(groups)} Scale: {scale_note(p)}.")
     return Report("RP-Tab4/5", [{"name": "RP-Tab4-5", "rows": rows, "columns": cols, "caption": cap}],
                   ours=f"{metric} YaRN {first:g}x: " + "; ".join(f"{n} {show(v)}" for n, v in head.items())
                   if first else "", agrees=verdict, note=how)

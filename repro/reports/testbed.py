@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from repro import stats
 from repro.profiles import Profile
-from repro.reports.common import Report, scores_of, label, pct
+from repro.reports.common import TIE, Report, compare, label, pct, scores_of
+from repro.reports.noise import pair_rows
 from repro.tasks.summary import ruler_in_suite
 
 
@@ -90,11 +92,16 @@ def task_percent(suite, p: Profile, length: int) -> dict[str, dict[str, float | 
 
 # -- testbed verdicts (training and evaluation notebooks) -----------------------------------------
 def tb_niah(by_length: Mapping[str, Mapping[int, float]], p: Profile,
-            tables: Mapping[str, Mapping[tuple[int, float], float]] | None = None) -> Report:
-    """TB-NIAH: ``niah_single_1`` accuracy of base and FLT; ``yes`` when FLT beats the base at the target.
+            tables: Mapping[str, Mapping[tuple[int, float], float]] | None = None,
+            results: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Report:
+    """TB-NIAH: ``niah_single_1`` accuracy of base and FLT; ``yes`` when FLT beats the base at the target by
+    more than 2 standard errors, ``tie within noise`` when by less.
 
     ``by_length[name][length]`` is the mean accuracy (:func:`repro.evaluate.accuracy_by_length`);
     ``tables[name][(length, depth)]`` (:func:`repro.evaluate.accuracy_table`), when given, becomes the table.
+    The standard error is the paired bootstrap over prompts when ``results[name]`` (the result rows) are given,
+    else the unpaired binomial ``sqrt(sum acc (1 - acc) / n)`` with ``n = eval.samples x len(eval.depths)``
+    per checkpoint (only the means are at hand); the note says which.
     """
     tabs = []
     if tables is not None:
@@ -102,11 +109,27 @@ def tb_niah(by_length: Mapping[str, Mapping[int, float]], p: Profile,
                 for name, t in tables.items() for (L, d), acc in t.items()]
         tabs.append({"name": "TB-NIAH", "rows": rows, "columns": list(dict.fromkeys(k for r in rows for k in r)),
                      "caption": f"niah_single_1, {p.eval.samples} samples per cell, {p.name} profile"})
-    base_acc, flt_acc = by_length["base"][p.base.window], by_length["flt"][p.extend.target_window]
+    target = p.extend.target_window
+    base_acc, flt_acc, base_t = by_length["base"][p.base.window], by_length["flt"][target], by_length["base"][target]
+    if results is not None:
+        def at_target(name):
+            return [r for r in results[name] if r["task"] == "niah_single_1" and r["length"] == target]
+
+        _, f, b = pair_rows(at_target("flt"), at_target("base"), ("flt", "base"))
+        se = stats.paired_bootstrap(f, b).eval_se if f.size > 1 else None
+        how = f"paired bootstrap over the {f.size} prompts at {target}"
+    else:
+        n = p.eval.samples * len(p.eval.depths)
+        se = (flt_acc * (1 - flt_acc) / n + base_t * (1 - base_t) / n) ** 0.5
+        how = f"binomial SE from the two means, {n} prompts each (no per-prompt rows given: unpaired)"
+    o, tested = compare(flt_acc - base_t, se)
+    verdict = {"higher": "yes", "lower": "no", "tie": TIE}[o]
     return Report("TB-NIAH", tabs,
-                  ours=f"base @{p.base.window}: {base_acc:.2f}; FLT @{p.extend.target_window}: {flt_acc:.2f}; "
-                       f"base @{p.extend.target_window}: {by_length['base'][p.extend.target_window]:.2f}",
-                  agrees="yes" if flt_acc > by_length["base"][p.extend.target_window] else "no")
+                  ours=f"base @{p.base.window}: {base_acc:.2f}; FLT @{target}: {flt_acc:.2f}; "
+                       f"base @{target}: {base_t:.2f}",
+                  agrees=verdict, note=f"FLT vs base at {target}: gap {100 * (flt_acc - base_t):.1f} points, "
+                                       + (f"SE {100 * se:.1f} ({how}); 2 SE decides" if tested else
+                                          "no noise estimate (one prompt): taken as it is"))
 
 
 def tb_base_loss(metrics: Sequence[Mapping[str, Any]]) -> Report:

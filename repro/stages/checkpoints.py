@@ -20,6 +20,9 @@ def checkpoint_path(profile: Profile | str, name: str, run_dir: str | Path = "ru
 
     p = as_profile(profile)
     a = parse_arm(name)
+    if a.replicate:  # never the replicate-0 folder under another name
+        raise ValueError(f"checkpoint {name!r}: training-seed replicates (@seed<k>) have no training stage yet; "
+                         "allowed: the plain arm name")
     if a.stage == "base":
         path = Path(p.model.pretrained) if p.model.pretrained else stage_dir(run_dir, p, "base", base_key(p)) / "final"
     elif a.stage == "replay":

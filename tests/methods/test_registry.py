@@ -156,7 +156,10 @@ def test_replay_starts_at_the_curriculum_last_stage(small_tokenizer, corpus_rows
 @pytest.mark.parametrize("name, err", [
     ("flt+replays", "unknown arm 'flt\\+replays'"), ("base+merge", "unknown arm 'base\\+merge'"),
     ("longrecipe_r0", "unknown arm 'longrecipe_r0'"), ("longrecipe_r101+merge", "unknown arm"),
-    ("FLT", "unknown arm 'FLT'; allowed: base, flt, pose"),
+    ("FLT", "unknown arm 'FLT'; allowed: base, flt, pose"), ("base@seed1", "unknown arm 'base@seed1'"),
+    ("flt@seed0", "bad training-seed suffix '@seed0'; allowed: @seed<k> with k >= 1"),
+    ("flt@s1", "bad training-seed suffix '@s1'"), ("flt@seed1@seed2", "bad training-seed suffix"),
+    ("@seed1", "bad training-seed suffix"), ("flt@seed1+merge", "bad training-seed suffix"),
 ])
 def test_arm_parser_refuses_with_the_allowed_forms(name, err):
     with pytest.raises(ValueError, match=err):
@@ -164,9 +167,18 @@ def test_arm_parser_refuses_with_the_allowed_forms(name, err):
 
 
 def test_arm_parser_round_trips():
-    for name in ("base", "flt", "longrecipe_r20", "pose+replay", "longrecipe_r40+merge"):
+    for name in ("base", "flt", "longrecipe_r20", "pose+replay", "longrecipe_r40+merge", "flt@seed2",
+                 "longrecipe_r20+merge@seed11"):
         assert parse_arm(name).name == name
     assert parse_arm("longrecipe_r20+merge") == ArmName("longrecipe_r20", "merge", 20)
+    assert parse_arm("pose+replay@seed3") == ArmName("pose", "replay", None, 3)
+
+
+def test_split_seed_reads_only_the_suffix():
+    from repro.methods.arms import split_seed
+
+    assert split_seed("flt") == ("flt", 0) and split_seed("flt@seed2") == ("flt", 2)
+    assert split_seed("rp_skip@seed1") == ("rp_skip", 1)  # the reports' own checkpoint names pass through
 
 
 def test_a_typo_in_transform_params_names_the_allowed_ones(small_tokenizer, corpus_rows):

@@ -5,7 +5,7 @@ import pytest
 from repro.profiles import get_profile
 from repro.reports import common
 from repro.tasks.summary import RULER_TASKS
-from tests.reports.records import make_suite
+from tests.reports.records import make_suite, record, rows
 
 P = get_profile("tiny")  # base window 256, target 1024, lengths 256/512/1024/2048, threshold 0.3
 
@@ -18,36 +18,82 @@ def test_skipped_cell_reads_min_length_not_zero():
     assert s.cell("vt", 256) == 0.0
 
 
-def test_direction_agrees():
+class FakeNoise:
+    """Standard errors by pair (either order), as a GapTest gives them."""
+
+    z = 2.0
+
+    def __init__(self, se):
+        self._se = se
+
+    def se(self, a, b):
+        return self._se.get((a, b), self._se.get((b, a)))
+
+    def method(self):
+        return "fake, 2 SE"
+
+
+def test_direction_agrees_without_noise_takes_gaps_as_they_are():
     paper = {"flt": 82.3, "rpes": 71.8, "pose": 68.8}
     assert common.direction_agrees({"flt": 0.9, "rpes": 0.5, "pose": 0.4}, paper)[0] == "yes"
     assert common.direction_agrees({"flt": 0.1, "rpes": 0.5, "pose": 0.6}, paper)[0] == "no"
     assert common.direction_agrees({"flt": 0.9, "rpes": 0.3, "pose": 0.4}, paper) == \
-        ("partly", "order of flt, rpes, pose as in the paper on 2/3 pairs")
+        ("partly", "order of flt, rpes, pose as in the paper on 2/3 significant pairs; "
+                   "3/3 gaps significant (no noise estimate: gaps taken as they are)")
     assert common.direction_agrees({"flt": 0.5, "base": 0.1}, paper)[0] == "yes"
-    assert common.direction_agrees({"flt": 0.1, "base": 0.1}, paper)[0] == "n/a"  # a tie says nothing
+    assert common.direction_agrees({"flt": 0.1, "base": 0.1}, paper)[0] == common.TIE  # a tie says nothing
     assert common.direction_agrees({"flt": 0.9, "rpes": 0.4, "pose": 0.4}, paper) == \
-        ("yes", "order of flt, rpes, pose as in the paper on 2/2 pairs; 1 tied pair(s) left out")
-    assert common.direction_agrees({"flt": 0.4, "rpes": 0.4, "pose": 0.4}, paper)[0] == "n/a"
+        ("yes", "order of flt, rpes, pose as in the paper on 2/2 significant pairs; 1 pair(s) tied within noise; "
+                "2/3 gaps significant (no noise estimate: gaps taken as they are)")
+    assert common.direction_agrees({"flt": 0.4, "rpes": 0.4, "pose": 0.4}, paper)[0] == common.TIE
     assert common.direction_agrees({"flt": 0.5}, paper)[0] == "n/a"
 
 
-def test_standard_error_and_noise_note():
-    def part(score, n):  # n examples of one task at the target
-        return {"ruler": {"results": [{"task": "vt", "length": 1024, "score": score}] * n}}
+def test_direction_agrees_counts_only_significant_gaps():
+    paper = {"flt": 82.3, "rpes": 71.8, "pose": 68.8}
+    ours = {"flt": 60.0, "rpes": 50.0, "pose": 52.0}  # rpes < pose against the paper, by 2 points
+    se = {("flt", "rpes"): 3.0, ("flt", "pose"): 3.0, ("rpes", "pose"): 3.0}
+    v, how = common.direction_agrees(ours, paper, noise=FakeNoise(se))
+    assert v == "yes"  # the one disagreeing gap (2 points) is within 2 x 3: a tie, not a disagreement
+    assert how == ("order of flt, rpes, pose as in the paper on 2/2 significant pairs; 1 pair(s) tied within noise; "
+                   "2/3 gaps significant (fake, 2 SE)")
+    v, how = common.direction_agrees(ours, paper, noise=FakeNoise({k: 6.0 for k in se}))
+    assert v == common.TIE and how == ("every pair of flt, rpes, pose is tied within noise; "
+                                       "0/3 gaps significant (fake, 2 SE)")
+    v, how = common.direction_agrees(ours, paper, noise=FakeNoise({("flt", "rpes"): 1.0, ("flt", "pose"): 1.0,
+                                                                  ("rpes", "pose"): 0.5}))
+    assert v == "partly" and "on 2/3 significant pairs; 3/3 gaps significant" in how
+    # no estimate for a pair (fewer than two prompts per cell): taken as it is, and said so
+    v, how = common.direction_agrees(ours, paper, noise=FakeNoise({("flt", "rpes"): 1.0, ("flt", "pose"): 1.0}))
+    assert v == "partly" and how.endswith("(fake, 2 SE; 1 gap(s) without a noise estimate (fewer than 2 prompts "
+                                          "per cell) taken as they are)")
+    # the fallback pair (flt vs base) is tested too
+    assert common.direction_agrees({"flt": 30.0, "base": 25.0}, paper, noise=FakeNoise({("flt", "base"): 3.0})) == \
+        (common.TIE, "one paper method present; flt and base tie within noise; 0/1 gaps significant (fake, 2 SE)")
+    assert common.direction_agrees({"flt": 32.0, "base": 25.0}, paper, noise=FakeNoise({("flt", "base"): 3.0}))[0] \
+        == "yes"
 
-    suite = {"a": part(0.5, 4), "b": part(0.5, 4), "c": part(1.0, 4)}
+
+def test_order_and_combined_verdicts():
+    assert common.order_verdict(2, 0, 3) == "yes" and common.order_verdict(1, 1, 0) == "partly"
+    assert common.order_verdict(0, 2, 1) == "no" and common.order_verdict(0, 0, 2) == common.TIE
+    assert common.order_verdict(0, 0, 0) == "n/a"
+    assert common.combine_verdicts("yes", common.TIE) == "yes" and common.combine_verdicts("yes", "no") == "partly"
+    assert common.combine_verdicts(common.TIE, "n/a") == common.TIE and common.combine_verdicts("n/a") == "n/a"
+    assert common.combine_verdicts("no", "no") == "no" and common.combine_verdicts("partly", "yes") == "partly"
+
+
+def test_standard_error_of_a_macro_average():
+    def part(task_scores):  # one task's per-prompt scores at the target
+        return {"ruler": record([r for t, s in task_scores.items() for r in rows(t, 1024, s)])}
+
+    suite = {"a": part({"vt": [1, 0, 1, 0]}), "c": part({"vt": [1, 1, 1, 1]}),
+             "m": part({"vt": [1, 0, 1, 0], "cwe": [1, 1, 0, 0, 0, 0, 1, 1]})}
     assert common.standard_error(suite, "a", ("vt",), 1024) == 25.0  # sqrt(0.25 / 4)
     assert common.standard_error(suite, "c", ("vt",), 1024) == 0.0
     assert common.standard_error(suite, "a", ("vt",), 512) is None
-    # combined SE of a and b: sqrt(25^2 + 25^2) = 35.36 -> a gap counts above 70.7 points
-    assert common.noise_note({"a": 90.0, "b": 10.0}, suite, ("vt",), 1024) == " (1/1 gaps exceed 2 standard errors)"
-    assert common.noise_note({"a": 50.0, "b": 10.0}, suite, ("vt",), 1024) == " (0/1 gaps exceed 2 standard errors)"
-    assert common.noise_note({"a": 50.0, "b": None}, suite, ("vt",), 1024) == ""
-    # c has SE 0 (all correct), x has no record (SE taken as 0): a-c needs 50 points, x-c any gap
-    assert common.noise_note({"a": 90.0, "c": 30.0}, suite, ("vt",), 1024) == " (1/1 gaps exceed 2 standard errors)"
-    assert common.noise_note({"a": 90.0, "c": 45.0, "x": 45.5}, suite, ("vt",), 1024) == \
-        " (1/3 gaps exceed 2 standard errors)"
+    # macro average of two tasks: sqrt(0.25 / 4 + 0.25 / 8) / 2 = 15.3
+    assert common.standard_error(suite, "m", ("vt", "cwe"), 1024) == round(100 * (0.25 / 4 + 0.25 / 8) ** 0.5 / 2, 1)
 
 
 @pytest.mark.parametrize("spec,expected", [("niah_position:ordinal=first", ("niah_position", {"ordinal": "first"})),

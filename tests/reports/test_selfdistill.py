@@ -59,6 +59,8 @@ def test_rp_fig1a_curve_and_verdict():
     assert curves["flt"] == [1.0] + [0.0] * 8 + [1.0]
     summary = {r["model"]: r["accuracy"] for r in rep.tables[0]["rows"] if r["decile"].startswith("mean")}
     assert summary == {"flt": "20.0 / 100.0", "rp_skip": "90.0 / 100.0"}
-    assert rep.agrees == "partly"  # higher, not flatter
+    # higher; the spreads are equal, a tie (one prompt per decile: no noise estimate, gaps taken as they are)
+    assert rep.agrees == "yes" and rep.note.startswith("self-distillation flatter (smaller spread) and higher "
+                                                       "(mean) than FLT on 1/1 significant checks, 1 tied within noise")
     del suite["rp_skip"]
     assert selfdistill.rp_fig1a(suite, P)[1].agrees == "n/a"

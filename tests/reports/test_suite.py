@@ -15,6 +15,6 @@ def test_all_reports_cover_every_target():
                                         "RP-Tab4/5"]
     for r in reps:
         get_target(r.target)
-        assert r.agrees in {"yes", "no", "partly", "n/a"}
+        assert r.agrees in {"yes", "no", "partly", "tie within noise", "n/a"}
         for t in r.tables:
             assert t["rows"] and t["caption"] and "/" not in t["name"]

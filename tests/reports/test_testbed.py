@@ -1,5 +1,7 @@
 """What the base can do, tidy rows, and the testbed verdicts (TB-NIAH, TB-BaseLoss, TB-ExtLoss)."""
 
+import pytest
+
 from repro.profiles import get_profile
 from repro.reports import testbed
 from repro.tasks.summary import NIAH_TASKS
@@ -33,18 +35,35 @@ def test_tb_niah_verdict_on_both_sides_and_table():
     by_length = {"base": {256: 0.9, 512: 0.375, 1024: 0.25}, "flt": {256: 0.5, 1024: 0.2625}}
     tables = {"base": {(256, 0.5): 0.9, (1024, 0.5): 0.25}, "flt": {(1024, 0.5): 0.2625}}
     rep = testbed.tb_niah(by_length, P, tables)
-    assert (rep.target, rep.agrees, rep.note) == ("TB-NIAH", "yes", "")
+    # gap 1.25 points; binomial SE sqrt(0.2625 * 0.7375 / 100 + 0.25 * 0.75 / 100) = 6.2 points: a tie
+    assert (rep.target, rep.agrees) == ("TB-NIAH", "tie within noise")
+    assert rep.note == ("FLT vs base at 1024: gap 1.3 points, SE 6.2 (binomial SE from the two means, 100 prompts "
+                        "each (no per-prompt rows given: unpaired)); 2 SE decides")
     assert rep.ours == "base @256: 0.90; FLT @1024: 0.26; base @1024: 0.25"
     (t,) = rep.tables
     assert t["name"] == "TB-NIAH" and t["columns"] == ["model", "length", "depth", "accuracy", "n"]
     assert t["rows"][0] == {"model": "base", "length": 256, "depth": 0.5, "accuracy": 0.9, "n": 20}
     assert len(t["rows"]) == 3 and t["caption"] == "niah_single_1, 20 samples per cell, tiny profile"
     assert testbed.tb_niah(by_length, P).tables == []
-    by_length["flt"][1024] = 0.25  # a tie is not a win
-    assert testbed.tb_niah(by_length, P).agrees == "no"
+    by_length["flt"][1024] = 0.5  # 25 points over 2 x 6.6
+    assert testbed.tb_niah(by_length, P).agrees == "yes"
     by_length["flt"][1024] = 0.0
     rep = testbed.tb_niah(by_length, P)
     assert rep.agrees == "no" and rep.ours == "base @256: 0.90; FLT @1024: 0.00; base @1024: 0.25"
+
+
+def test_tb_niah_pairs_the_result_rows_when_given():
+    from tests.reports.records import rows
+
+    by_length = {"base": {256: 1.0, 1024: 0.25}, "flt": {1024: 0.5}}
+    # 40 prompts: flt right on 10 more than the base, never worse -> paired SE sqrt(0.25 * 0.75 / 40) = 6.8 points
+    results = {"base": rows("niah_single_1", 1024, [1] * 10 + [0] * 30),
+               "flt": rows("niah_single_1", 1024, [1] * 20 + [0] * 20)}
+    rep = testbed.tb_niah(by_length, P, results=results)
+    assert rep.agrees == "yes" and "paired bootstrap over the 40 prompts at 1024" in rep.note
+    results["flt"] = results["flt"][:39]
+    with pytest.raises(ValueError, match="flt and base were not evaluated on the same prompts"):
+        testbed.tb_niah(by_length, P, results=results)
 
 
 def test_tb_base_loss_and_ext_loss_strings():
