@@ -34,7 +34,7 @@ def test_smoke_reproduce_writes_every_figure_and_the_index(smoke_run):
     figs = {p.name for p in (root / "figures").iterdir()}
     assert SMOKE_FIGURES <= figs
     index = read_json(root / "figures" / "index.json")
-    for tid in ("TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "LR-Fig2", "LR-Alg1", *EVAL_TARGETS):
+    for tid in ("TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "TB-Base", "LR-Fig2", "LR-Alg1", *EVAL_TARGETS):
         assert index[tid]["profile"] == "smoke" and index[tid]["ours"], tid
         for f in index[tid]["files"]:
             assert (root / "figures" / f).exists()
