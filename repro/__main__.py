@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     s_ = sub.add_parser("base-search", help="train and score base-model candidates (TB-BaseSearch)")
     s_.add_argument("names", nargs="*", help="candidate names (default: list them)")
     s_.add_argument("--run-dir", default="runs")
-    s_.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    s_.add_argument("--threads", type=int, default=0, help="torch threads of the base stage (0: the profile's)")
     s_.add_argument("--figures-dir", default="figures", help="where TB-BaseSearch.{csv,md} go")
     args = ap.parse_args(argv)
 

@@ -153,18 +153,21 @@ OPTIONAL_HOOKS: tuple[str, ...] = ("lr_scale", "loss")
 """The names of :class:`MethodHooks`."""
 
 
+def _whole_answers(correct: torch.Tensor, groups: torch.Tensor) -> tuple[int, int]:
+    """(answers whose every token is correct, answers) from per-token ``correct`` and answer ``groups`` (>= 0)."""
+    n = int(groups.max()) + 1
+    wrong = torch.zeros(n, dtype=torch.long).index_add_(0, groups, (~correct).long())
+    present = torch.zeros(n, dtype=torch.long).index_add_(0, groups, torch.ones_like(groups))
+    return int(((wrong == 0) & (present > 0)).sum()), int((present > 0).sum())
+
+
 def answer_exact_match(logits: torch.Tensor, input_ids: torch.Tensor, answer_group: torch.Tensor) -> tuple[int, int]:
     """Teacher-forced exact match of answers: (answers fully correct, answers)."""
     groups = answer_group[:, 1:]
-    if not (groups >= 0).any():
+    sel = groups >= 0
+    if not sel.any():
         return 0, 0
-    correct = (logits[:, :-1].argmax(-1) == input_ids[:, 1:])
-    g = groups[groups >= 0]
-    c = correct[groups >= 0]
-    n = int(g.max()) + 1
-    wrong = torch.zeros(n, dtype=torch.long).index_add_(0, g, (~c).long())
-    present = torch.zeros(n, dtype=torch.long).index_add_(0, g, torch.ones_like(g))
-    return int(((wrong == 0) & (present > 0)).sum()), int((present > 0).sum())
+    return _whole_answers(logits[:, :-1].argmax(-1)[sel] == input_ids[:, 1:][sel], groups[sel])
 
 
 def answer_exact_match_hidden(hidden: torch.Tensor, head: torch.Tensor, input_ids: torch.Tensor,
@@ -175,12 +178,7 @@ def answer_exact_match_hidden(hidden: torch.Tensor, head: torch.Tensor, input_id
     if not sel.any():
         return 0, 0
     pred = (hidden[:, :-1][sel].to(head.dtype) @ head.T).argmax(-1)
-    correct = pred == input_ids[:, 1:][sel]
-    g = groups[sel]
-    n = int(g.max()) + 1
-    wrong = torch.zeros(n, dtype=torch.long).index_add_(0, g, (~correct).long())
-    present = torch.zeros(n, dtype=torch.long).index_add_(0, g, torch.ones_like(g))
-    return int(((wrong == 0) & (present > 0)).sum()), int((present > 0).sum())
+    return _whole_answers(pred == input_ids[:, 1:][sel], groups[sel])
 
 
 def clm_step(model, batch: dict[str, torch.Tensor], bf16: bool, chunked: bool = True,

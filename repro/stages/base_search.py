@@ -2,7 +2,7 @@
 
 Each :class:`Candidate` is a named set of overrides of the ``tiny`` profile's ``model`` and
 ``base`` sections. :func:`run_candidate` trains it with the ordinary base stage (cached like
-any stage), evaluates it at the base window on :data:`SEARCH_TASKS` with fresh prompts
+any stage), evaluates it at the base window on ``TB-Base``'s grid with fresh prompts
 (evaluation seed :data:`SEARCH_EVAL_SEED`: keys from the evaluation pool, example seeds
 disjoint from training and from the seed-0 prompts that ``TB-Base`` reports on, so the
 pick is not scored on the prompts it was chosen on) and appends one row to a JSONL log:
@@ -15,12 +15,11 @@ from __future__ import annotations
 import json
 import math
 import platform
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.profiles import TINY, Profile
+from repro.profiles import TINY, TRAIN_TASKS, Profile
 
 ALL_TRAIN_TASKS: tuple[str, ...] = (
     "niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3",
@@ -28,14 +27,9 @@ ALL_TRAIN_TASKS: tuple[str, ...] = (
     "multihop_2", "multihop_3", "multihop_4")
 """Every task family of the evaluation suite, as training rows (``train`` key pool, training seeds)."""
 
-SEARCH_TASKS: tuple[str, ...] = TINY.eval.base_tasks
-"""What a candidate is scored on at its window: ``TB-Base``'s tasks (the suite plus JSON KV)."""
-
 SEARCH_EVAL_SEED = 7
 """Evaluation seed of the search's prompts (``TB-Base`` reports on seed 0)."""
 
-SEARCH_DEPTHS: tuple[float, ...] = TINY.eval.base_depths
-"""Evidence depths of the search grid; ``samples`` examples each (5 x 20 = 100 per task by default)."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +57,8 @@ _ALL = {"train_tasks": ALL_TRAIN_TASKS,
         "task_weights": _weights(ALL_TRAIN_TASKS, {"niah_single_3": 3.0, "niah_multikey_3": 3.0})}
 
 CANDIDATES: dict[str, Candidate] = {c.name: c for c in (
-    Candidate("v1", "the v1 base (2 layers x 128, 7 training families)"),
+    Candidate("v1", "the v1 base (2 layers x 128, 7 training families, fp32)", {"num_layers": 2, "hidden_size": 128},
+              {"train_tasks": TRAIN_TASKS, "task_weights": (1.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0), "bf16": False}),
     Candidate("l4-all", "4 layers x 128, every suite family in the mix", {"num_layers": 4}, _ALL),
     Candidate("l4-all-bf16", "as l4-all with bf16 autocast (2x faster here; does copy formation survive?)",
               {"num_layers": 4}, {**_ALL, "bf16": True}),
@@ -79,54 +74,46 @@ def get_candidate(name: str) -> Candidate:
     return CANDIDATES[name]
 
 
-def binomial_se(p: float, n: int) -> float:
-    """Standard error of an accuracy ``p`` measured on ``n`` examples."""
-    return math.sqrt(max(p * (1 - p), 0.0) / n) if n else float("nan")
+def score_base(p: Profile, run_dir: str | Path = "runs", seed: int = SEARCH_EVAL_SEED,
+               progress: bool = True) -> dict:
+    """Per-task accuracy, binomial standard error and n of profile ``p``'s base at its window, on ``TB-Base``'s
+    grid drawn with evaluation seed ``seed`` (a cached evaluation record, like every evaluation)."""
+    from repro.reports.basemodel import task_accuracy
+    from repro.stages.evaluation import evaluate_checkpoint
+    from repro.stats import bernoulli_sd
+
+    rec = evaluate_checkpoint(p, "base", p.eval.base_tasks, run_dir, progress=progress, lengths=(p.base.window,),
+                              depths=p.eval.base_depths, samples=p.eval.base_samples, seeds=(seed,), record=True)
+    tasks = {t: {"acc": a, "se": bernoulli_sd(a) / math.sqrt(n), "n": n}
+             for t, (a, n) in task_accuracy(rec["results"]).items()}
+    return {"tasks": tasks, "eval_seconds": rec["seconds"], "skipped": rec["skipped"]}
 
 
-def score_base(final: Path, tokenizer, window: int, samples: int = 20, seed: int = SEARCH_EVAL_SEED,
-               tasks: tuple[str, ...] = SEARCH_TASKS, batch_size: int = 32, progress: bool = True) -> dict:
-    """Per-task accuracy (and its standard error, n) of a checkpoint at ``window``."""
-    from repro.evaluate import EvalGrid, run_grid
-    from repro.models import load_model
-
-    model = load_model(final)
-    grid = EvalGrid(tasks=tasks, lengths=(window,), depths=SEARCH_DEPTHS, samples=samples, batch_size=batch_size,
-                    eval_seeds=(seed,))
-    t0 = time.perf_counter()
-    skipped: list = []
-    rows = run_grid(model, tokenizer, grid, progress=progress, label=final.parent.name, skipped=skipped)
-    out: dict[str, dict] = {}
-    for t in tasks:
-        s = [r["score"] for r in rows if r["task"] == t]
-        if s:
-            acc = sum(s) / len(s)
-            out[t] = {"acc": acc, "se": binomial_se(acc, len(s)), "n": len(s)}
-    return {"tasks": out, "eval_seconds": time.perf_counter() - t0, "skipped": skipped}
-
-
-def run_candidate(name: str, run_dir: str | Path = "runs", log: str | Path | None = None, samples: int = 20,
+def run_candidate(name: str, run_dir: str | Path = "runs", log: str | Path | None = None, threads: int = 0,
                   progress: bool = True) -> dict:
-    """Train (or reuse) candidate ``name``'s base, score it, append the row to ``log`` and return it."""
+    """Train (or reuse) candidate ``name``'s base, score it, append the row to ``log`` and return it.
+
+    ``threads`` > 0 pins the base stage's torch threads (``base.threads``, part of its cache key: the bits
+    depend on it); 0 keeps the profile's."""
     import torch
 
-    from repro.data.tokenizer import load_tokenizer
     from repro.models import load_model, n_params
     from repro.stages.base import train_base
 
     cand = get_candidate(name)
     p = cand.profile()
+    if threads:
+        p = p.override(base={"threads": threads})
     final = train_base(p, run_dir, progress=progress)
     summary = json.loads((final / "train_summary.json").read_text())
     metrics = [json.loads(ln) for ln in (final.parent / "metrics.jsonl").read_text().splitlines() if ln]
-    tok = load_tokenizer(final)
-    scores = score_base(final, tok, p.base.window, samples=samples, progress=progress)
+    scores = score_base(p, run_dir, progress=progress)
     row = {"name": name, "note": cand.note, "model": cand.model, "base": {k: v for k, v in cand.base.items()
                                                                           if k != "task_weights"},
            "layers": p.model.num_layers, "hidden": p.model.hidden_size, "params": n_params(load_model(final)),
            "bf16": p.base.bf16, "steps": summary["steps"], "tokens": sum(m["tokens"] for m in metrics),
            "train_seconds": sum(m["seconds"] for m in metrics), "copy_steps": summary["method_state"].get("copy_steps"),
-           "threads": torch.get_num_threads(), "torch": torch.__version__,
+           "threads": p.base.threads, "torch": torch.__version__,
            "cpu": platform.processor() or platform.machine(),
            "checkpoint": str(final), **scores}
     if log is not None:
@@ -158,7 +145,6 @@ def search_main(names: list[str], run_dir: str, threads: int, figures_dir: str) 
     """``python -m repro base-search``: list candidates, or run them and rewrite ``TB-BaseSearch``."""
     import sys
 
-    import torch
 
     from repro.figures import Recorder
 
@@ -173,14 +159,12 @@ def search_main(names: list[str], run_dir: str, threads: int, figures_dir: str) 
     if threads < 0:
         print(f"error: --threads={threads}; allowed: 0 (torch's default) or >= 1", file=sys.stderr)
         return 2
-    if threads:
-        torch.set_num_threads(threads)
     log = Path(run_dir) / "tiny" / "base_search.jsonl"
     for n in names:
-        row = run_candidate(n, run_dir, log)
+        row = run_candidate(n, run_dir, log, threads)
         print(n, {t: round(v["acc"], 2) for t, v in row["tasks"].items()})
     Recorder(figures_dir, "tiny").table(search_rows(log), "TB-BaseSearch", caption=(
-        f"Every base configuration tried; accuracy (%) at the base window on {SEARCH_DEPTHS} depths x 20 "
+        f"Every base configuration tried; accuracy (%) at the base window on TB-Base's grid (100 "
         f"fresh prompts per task (evaluation seed {SEARCH_EVAL_SEED}); wall time as run (other jobs may have "
         "shared the CPU: tokens are the comparable cost)."))
     return 0
