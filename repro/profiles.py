@@ -161,16 +161,34 @@ class ExtendConfig:
     """RoPE base for the extended model (None keeps the base model's)."""
     bf16: bool = False
     """bf16 autocast."""
-    threads: int = 2
-    """torch threads of each extension stage, pinned and recorded (0: leave the process setting)."""
+    threads: int = 1
+    """torch threads of each extension stage, pinned and recorded (0: leave the process setting). One, so that
+    ``workers`` stages side by side fill the cores (2 x 1 thread did ~2x the tokens/s of 1 x 2 threads here)."""
     checkpoint_every: int = 50
     """Checkpoint interval in steps."""
     data_workers: int = 1
     """Processes that build an arm's batches before its training (``repro.methods.prepared``)."""
+    workers: int = 2
+    """Independent stages (extension arms, replays, evaluations of different checkpoints) run this many at a
+    time, each in its own process (:mod:`repro.stages.concurrent`). With ``threads`` pinned the weights do
+    not depend on it: a serial and a concurrent run give the same bits."""
+    replicate_arms: tuple[str, ...] = ("flt", "longrecipe")
+    """Arms also trained with extra training seeds, as ``<arm>@seed<k>`` (:mod:`repro.methods.arms`) ..."""
+    seed_replicates: int = 3
+    """... this many training seeds per such arm in all (the plain name is seed 0; 1: no replicates).
+    Replicate ``k`` trains with ``seed + REPLICATE_SEED_STRIDE * k`` (data stream and init of the step RNG)."""
     seed: int = 1
     """Seed of the data stream."""
     deepspeed_config: str | None = None
     """Path of a DeepSpeed JSON config (paper profile; needs GPUs)."""
+
+
+REPLICATE_SEED_STRIDE = 1000
+"""Replicate ``k`` of an arm trains with ``extend.seed + REPLICATE_SEED_STRIDE * k``."""
+
+EXTEND_RUN_FIELDS: tuple[str, ...] = ("checkpoint_every", "data_workers", "workers", "replicate_arms",
+                                      "seed_replicates")
+"""``extend`` fields that change how a run is scheduled, not its weights (left out of cache keys)."""
 
 
 SUITE_TASKS: tuple[str, ...] = (
@@ -200,8 +218,9 @@ class EvalConfig:
     """Task specs of the evaluation suite (RULER's 13, multi-hop 2/3/4, NIAH-position per ordinal)."""
     suite_depths: tuple[float, ...] = (0.1, 0.5, 0.9)
     """Evidence depths of the suite grid (every task x length x depth)."""
-    suite_samples: int = 8
-    """Examples per suite cell (task, length, depth)."""
+    suite_samples: int = 16
+    """Examples per suite cell (task, length, depth). 16: RP's RULER-doable headline has a worst-case
+    (score std 0.5) standard error of 2.6 points, below 2 once accuracies are off 50% (``repro.reports.sizing``)."""
     seeds: tuple[int, ...] = (0, 1, 2)
     """Evaluation seeds; the first is the suite's, the rest re-draw RULER at the target window (variance)."""
     decile_task: str = "niah_multikey_2"
@@ -252,8 +271,9 @@ class LongRecipeConfig:
     """(lambda1, lambda2) of Eq. 8: weights of the original (base) and the replayed model."""
     replay_methods: tuple[str, ...] = ("flt", "rpes", "pose", "longrecipe")
     """Arms that get a replay stage and a merge (LR-Tab2)."""
-    eval_samples: int = 6
-    """Examples per (task, depth) cell of the LongRecipe grid (RULER-13 at the target, suite depths)."""
+    eval_samples: int = 20
+    """Examples per (task, depth) cell of the LongRecipe grid (RULER-13 at the target, suite depths). 20: the
+    RULER-13 average has a worst-case standard error of 1.8 points (``repro.reports.sizing``)."""
     yarn_samples: int = 3
     """Examples per cell of the YaRN 2x column of LR-Tab1."""
     short_lm_windows: int = 64
@@ -311,7 +331,7 @@ SMOKE = Profile(
                          min_steps_per_length=2, max_steps_per_length=3, final_steps=1,
                          tokens_per_step=768, warmup_steps=2, checkpoint_every=3),
     extend=ExtendConfig(target_window=384, steps=3, train_tasks=("niah_single_1",), batch_size=2, warmup_steps=1,
-                        checkpoint_every=2),
+                        checkpoint_every=2, workers=1, replicate_arms=("flt",), seed_replicates=2),
     eval=EvalConfig(lengths=(192, 384), depths=(0.0, 1.0), samples=2, batch_size=4, suite_depths=(0.5,),
                     suite_samples=1, seeds=(0, 1), decile_samples=1, base_depths=(0.5,), base_samples=1),
     longrecipe=LongRecipeConfig(sample_ratio=0.5, ratios=(0.5,), analysis_texts=3, analysis_source="code",
@@ -334,7 +354,8 @@ PAPER = Profile(
     base=BaseTrainConfig(window=8192, retrieval_lengths=(8192,), bf16=True, threads=0),
     extend=ExtendConfig(target_window=81_920, steps=104, batch_size=96, lr=5e-5, min_lr_ratio=0.1, warmup_steps=0,
                         retrieval_fraction=0.0, rope_type="dynamic", rope_factor=10.0, rope_theta=48_900_000.0,
-                        bf16=True, threads=0, checkpoint_every=26, deepspeed_config="configs/deepspeed_zero3.json"),
+                        bf16=True, threads=0, checkpoint_every=26, deepspeed_config="configs/deepspeed_zero3.json",
+                        workers=1, replicate_arms=(), seed_replicates=1),
     eval=EvalConfig(lengths=(8192, 16_384, 32_768, 65_536, 81_920, 163_840), depths=tuple(i / 10 for i in range(11)),
                     samples=50, batch_size=1),
     longrecipe=LongRecipeConfig(general_benchmarks=("mmlu", "gsm8k", "humaneval")),
@@ -382,8 +403,10 @@ def validate(p: Profile) -> Profile:
     for name in ("copy_fraction", "lm_fraction", "lm_weight", "context_weight", "advance_em"):
         _range(getattr(b, name), 0.0, 1.0, f"base.{name}")
     _range(e.retrieval_fraction, 0.0, 1.0, "extend.retrieval_fraction")
-    if e.data_workers < 1:
-        raise ValueError(f"extend.data_workers={e.data_workers}; allowed: >= 1")
+    for name in ("data_workers", "workers"):
+        if getattr(e, name) < 1:
+            raise ValueError(f"extend.{name}={getattr(e, name)}; allowed: >= 1")
+    _range(e.seed_replicates, 1, 100, "extend.seed_replicates")
     _range(e.min_lr_ratio, 0.0, 1.0, "extend.min_lr_ratio")
     if e.target_window < b.window:
         raise ValueError(f"extend.target_window={e.target_window} must be >= base.window={b.window}")

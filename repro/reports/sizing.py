@@ -9,9 +9,10 @@ cells per (task, length). A headline ``sum_cell w * mean`` (weights: :func:`repr
 
 Worst case (sd 0.5), 3 depths and one evaluation seed (the tiny and paper profiles' grids), target 2 points:
 
-* LR NIAH(M), sum w^2 = 3/81 + 2/9 = 0.259, ``longrecipe.eval_samples`` 6: SE 6.0 points now; 55 samples per cell;
-* LR RULER-13, sum w^2 = 1/13, 6 samples: 3.3 points now; 17 per cell;
-* RP RULER-doable over 8 NIAH tasks, sum w^2 = 1/8, ``eval.suite_samples`` 8: 3.6 points now; 27 per cell.
+* LR NIAH(M), sum w^2 = 3/81 + 2/9 = 0.259: 55 samples per cell (``longrecipe.eval_samples`` 20: SE 3.3 points;
+  v1's 6: 6.0);
+* LR RULER-13, sum w^2 = 1/13: 17 per cell (20: 1.8 points; 6: 3.3);
+* RP RULER-doable over 8 NIAH tasks, sum w^2 = 1/8: 27 per cell (``eval.suite_samples`` 16: 2.6 points; 8: 3.6).
 
 Measured score spreads (accuracies near 0 or 1) need fewer; the paired gap between two arms usually has a
 smaller SE than either arm's headline (their errors on a prompt are correlated).

@@ -23,13 +23,14 @@ from repro.stages.extension import (extension_arms, extension_method, extension_
                                     prepare_extension_data, train_extension)
 from repro.stages.keys import analysis_key, base_key, corpus_key, extension_key, merge_key, replay_key
 from repro.stages.replay import merge_replayed, replay_method, replay_steps, train_replay
+from repro.stages.schedule import evaluate_arms, replay_and_merge, train_arms
 
 __all__ = [
-    "Corpus", "STAGE_VERSION", "analysis_key", "analysis_texts", "as_profile", "available_checkpoints",
-    "base_key", "build_corpus", "checkpoint_path", "checkpoint_rope_theta", "corpus_key", "evaluate_base_window",
-    "evaluate_checkpoint", "extension_arms", "extension_key", "extension_method", "extension_tokens",
-    "general_abilities", "get_corpus", "get_tokenizer", "impactful_tokens", "load_analysis", "merge_key",
-    "merge_replayed", "metrics", "prepare_extension_data", "replay_key", "replay_method", "replay_steps",
-    "run_lr_suite", "run_suite", "short_lm_loss", "short_lm_windows", "stage_dir", "stage_key", "train_base",
-    "train_extension", "train_replay",
+    "Corpus", "STAGE_VERSION", "analysis_key", "analysis_texts", "as_profile", "available_checkpoints", "base_key",
+    "build_corpus", "checkpoint_path", "checkpoint_rope_theta", "corpus_key", "evaluate_arms",
+    "evaluate_base_window", "evaluate_checkpoint", "extension_arms", "extension_key", "extension_method",
+    "extension_tokens", "general_abilities", "get_corpus", "get_tokenizer", "impactful_tokens", "load_analysis",
+    "merge_key", "merge_replayed", "metrics", "prepare_extension_data", "replay_and_merge", "replay_key",
+    "replay_method", "replay_steps", "run_lr_suite", "run_suite", "short_lm_loss", "short_lm_windows", "stage_dir",
+    "stage_key", "train_arms", "train_base", "train_extension", "train_replay"
 ]

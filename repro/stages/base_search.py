@@ -56,6 +56,16 @@ def _weights(tasks: tuple[str, ...], heavy: dict[str, float]) -> tuple[float, ..
 _ALL = {"train_tasks": ALL_TRAIN_TASKS,
         "task_weights": _weights(ALL_TRAIN_TASKS, {"niah_single_3": 3.0, "niah_multikey_3": 3.0})}
 
+_GOAL_HEAVY = {"niah_single_3": 3.0, "niah_multikey_1": 2.0, "niah_multikey_2": 2.0, "niah_multivalue": 2.0,
+               "niah_multiquery": 2.0, "json_kv": 2.0, "niah_position": 2.0, "multihop_2": 2.0,
+               "cwe": 0.5, "fwe": 0.5, "multihop_3": 0.5, "multihop_4": 0.5}
+"""Task weights of the focused mixes: the families with a >= 60% goal weigh 2-3, report-only families 0.5-1."""
+
+_FOCUS = {"train_tasks": ALL_TRAIN_TASKS, "task_weights": _weights(ALL_TRAIN_TASKS, _GOAL_HEAVY), "bf16": True,
+          "copy_max_steps": 2500, "copy_fraction": 0.1, "lm_fraction": 0.15}
+"""Focused mix: goal-weighted families, fewer copy/corpus rows in the retrieval phase (more answer tokens per
+step), and room for deeper models to form the copy mechanism (4 layers needed ~1,450 steps)."""
+
 CANDIDATES: dict[str, Candidate] = {c.name: c for c in (
     Candidate("v1", "the v1 base (2 layers x 128, 7 training families, fp32)", {"num_layers": 2, "hidden_size": 128},
               {"train_tasks": TRAIN_TASKS, "task_weights": (1.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0), "bf16": False}),
@@ -64,6 +74,11 @@ CANDIDATES: dict[str, Candidate] = {c.name: c for c in (
               {"num_layers": 4}, {**_ALL, "bf16": True}),
     Candidate("l6-all-bf16", "6 layers x 128: does depth give multi-token key matching?",
               {"num_layers": 6}, {**_ALL, "bf16": True}),
+    Candidate("l4-focus", "4 layers x 128, bf16, goal-weighted mix, 2.3x the retrieval steps of l4-all-bf16 "
+              "(500 per length + 800 final), fewer copy/corpus rows", {"num_layers": 4},
+              {**_FOCUS, "max_steps_per_length": 500, "final_steps": 800}),
+    Candidate("l3-focus", "as l4-focus with 3 layers (1.25x the tokens/s): 600 steps per length + 1000 final",
+              {"num_layers": 3}, {**_FOCUS, "max_steps_per_length": 600, "final_steps": 1000}),
 )}
 """Every configuration tried, in the order tried."""
 

@@ -14,23 +14,23 @@ def checkpoint_path(profile: Profile | str, name: str, run_dir: str | Path = "ru
     """Path of a finished checkpoint by name; error if missing.
 
     Names: ``base``, an extension arm (``flt``, ``pose``, ``longrecipe_r10``, ...), ``<arm>+replay``
-    (after pretraining-data replay) and ``<arm>+merge`` (replayed model merged with the base, Eq. 8).
+    (after pretraining-data replay) and ``<arm>+merge`` (replayed model merged with the base, Eq. 8), each
+    optionally with a training-seed suffix ``@seed<k>`` (its own stages: :func:`repro.stages.keys.replicate_profile`).
     """
     from repro.methods import parse_arm
+    from repro.methods.arms import SEED_MARK
 
     p = as_profile(profile)
     a = parse_arm(name)
-    if a.replicate:  # never the replicate-0 folder under another name
-        raise ValueError(f"checkpoint {name!r}: training-seed replicates (@seed<k>) have no training stage yet; "
-                         "allowed: the plain arm name")
+    arm = f"{a.arm}{SEED_MARK}{a.replicate}" if a.replicate else a.arm  # a replicate has stages of its own
     if a.stage == "base":
         path = Path(p.model.pretrained) if p.model.pretrained else stage_dir(run_dir, p, "base", base_key(p)) / "final"
     elif a.stage == "replay":
-        path = stage_dir(run_dir, p, f"replay-{a.arm}", replay_key(p, a.arm)) / "final"
+        path = stage_dir(run_dir, p, f"replay-{arm}", replay_key(p, arm)) / "final"
     elif a.stage == "merge":
-        path = stage_dir(run_dir, p, f"merge-{a.arm}", merge_key(p, a.arm)) / "final"
+        path = stage_dir(run_dir, p, f"merge-{arm}", merge_key(p, arm)) / "final"
     else:
-        path = stage_dir(run_dir, p, f"extend-{a.arm}", extension_key(p, a.arm)) / "final"
+        path = stage_dir(run_dir, p, f"extend-{arm}", extension_key(p, arm)) / "final"
     if not p.model.pretrained and not path.exists():
         raise FileNotFoundError(f"checkpoint {name!r} for profile {p.name!r} not found at {path}; "
                                 "run the training notebook first (python -m repro reproduce --only training)")

@@ -12,13 +12,15 @@ from repro.profiles import Profile
 from repro.stages.base import train_base
 from repro.stages.cache import as_profile, reuse, stage_dir
 from repro.stages.corpus import build_corpus
-from repro.stages.keys import extension_key
+from repro.stages.keys import extension_key, replicate_profile
 
 
 def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | Path = "runs", force: bool = False,
                     progress: bool = True) -> Path:
     """Extend the base model to the target window with a named arm (:mod:`repro.methods.arms`);
-    returns ``final``. Arms that select anchor sentences run the impactful-token analysis first."""
+    returns ``final``. Arms that select anchor sentences run the impactful-token analysis first (on the plain
+    FLT). ``<arm>@seed<k>`` trains replicate ``k`` of the arm: the same base and analysis, its own data and
+    step seeds (:func:`repro.stages.keys.replicate_profile`)."""
     from repro.data.tokenizer import load_tokenizer
     from repro.methods import extension_spec
     from repro.methods.prepared import PreparedBatches
@@ -26,11 +28,12 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     from repro.train import Trainer, TrainConfig
 
     p = as_profile(profile)
-    spec = extension_spec(method)
+    rp, arm = replicate_profile(p, method)  # a training-seed replicate trains its arm at its own seed
+    spec = extension_spec(arm)
     out = stage_dir(run_dir, p, f"extend-{method}", extension_key(p, method))
     if (done := reuse(out, "final", force)) is not None:
         return done
-    e = p.extend
+    e = rp.extend
     if e.deepspeed_config:
         raise NotImplementedError(
             f"extend.deepspeed_config={e.deepspeed_config!r}: DeepSpeed training is not wired into the trainer "
@@ -49,7 +52,7 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     model = load_model(base, rope=rope, attn_implementation=p.model.attn_implementation)
     corpus = build_corpus(p, run_dir)
     tok = load_tokenizer(corpus.path / "tokenizer")
-    m = extension_method(p, method, tok, corpus.rows(), anchors)
+    m = extension_method(rp, arm, tok, corpus.rows(), anchors)
     data = prepare_extension_data(p, method, m, run_dir)
     cfg = TrainConfig.from_section(e, e.steps, schedule="cosine")
     final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
@@ -87,16 +90,22 @@ def extension_arms(profile: Profile | str, paper: str = "all") -> tuple[str, ...
     """The extension arms the training notebook trains for ``paper`` (:mod:`repro.papers`).
 
     FLT is the testbed's shared extension (every paper compares against it); LongRecipe adds its
-    Table 1 and Table 3 arms and the token-ratio arms of ``longrecipe.ratios`` (Table 4).
+    Table 1 and Table 3 arms and the token-ratio arms of ``longrecipe.ratios`` (Table 4). The arms in
+    ``extend.replicate_arms`` follow with their training-seed replicates ``<arm>@seed1`` ... (``extend.seed_replicates``
+    seeds in all).
     """
     from repro.methods import EXTENSION_METHODS, ratio_arm
+    from repro.methods.arms import SEED_MARK
     from repro.papers import includes
 
     p = as_profile(profile)
     if not includes(paper, "longrecipe"):
-        return ("flt",)
-    arms = list(EXTENSION_METHODS)
-    arms += [n for n in (ratio_arm(r, p.longrecipe.sample_ratio) for r in p.longrecipe.ratios) if n not in arms]
+        arms = ["flt"]
+    else:
+        arms = list(EXTENSION_METHODS)
+        arms += [n for n in (ratio_arm(r, p.longrecipe.sample_ratio) for r in p.longrecipe.ratios) if n not in arms]
+    arms += [f"{a}{SEED_MARK}{k}" for a in p.extend.replicate_arms if a in arms
+             for k in range(1, p.extend.seed_replicates)]
     return tuple(arms)
 
 

@@ -8,6 +8,8 @@ impactful-token analysis, which depends on FLT: :func:`extension_key` and
 
 from __future__ import annotations
 
+import dataclasses
+
 from repro.profiles import Profile
 from repro.stages.cache import stage_key
 
@@ -37,9 +39,32 @@ def _spec_key(p: Profile, method: str) -> dict:
     return key
 
 
+def extend_fields(p: Profile) -> dict:
+    """``p.extend`` without :data:`repro.profiles.EXTEND_RUN_FIELDS` (scheduling only: the bits do not depend
+    on them)."""
+    from repro.profiles import EXTEND_RUN_FIELDS
+
+    return {k: v for k, v in dataclasses.asdict(p.extend).items() if k not in EXTEND_RUN_FIELDS}
+
+
 def extension_key(p: Profile, method: str) -> str:
-    return stage_key("extend", {"base": base_key(p), "extend": p.extend, "method": method,
+    """Key of arm ``method``'s extension; a replicate ``<arm>@seed<k>`` is its arm at the replicate's seed."""
+    p, method = replicate_profile(p, method)
+    return stage_key("extend", {"base": base_key(p), "extend": extend_fields(p), "method": method,
                                 "spec": _spec_key(p, method)})
+
+
+def replicate_profile(p: Profile, name: str) -> tuple[Profile, str]:
+    """``(profile, arm)`` that train replicate ``name``: ``flt@seed2`` -> ``p`` with ``extend.seed`` moved by
+    ``2 * REPLICATE_SEED_STRIDE``, ``"flt"``; a plain name -> ``(p, name)``. Replay/merge suffixes stay in
+    ``arm`` (``pose+replay@seed1`` -> ``pose+replay``)."""
+    from repro.methods.arms import split_seed
+    from repro.profiles import REPLICATE_SEED_STRIDE
+
+    stem, k = split_seed(name)
+    if not k:
+        return p, name
+    return p.override(extend={"seed": p.extend.seed + REPLICATE_SEED_STRIDE * k}), stem
 
 
 def analysis_key(p: Profile) -> str:

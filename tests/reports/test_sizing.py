@@ -8,17 +8,17 @@ from repro.stages.plans import lr_plan, suite_plan
 from repro.tasks.summary import NIAH_TASKS, RULER_TASKS
 from tests.reports.records import record, rows
 
-P = get_profile("tiny")  # LR: 6 samples x 3 depths x 1 evaluation seed; suite: 8 samples
+P = get_profile("tiny")  # LR: 20 samples x 3 depths x 1 evaluation seed; suite: 16 samples
 
 
 def test_samples_needed_for_the_documented_headlines():
     part = lr_plan(P, "flt", 10_000.0)["ruler"]
     nm = sizing.samples_needed(part, noise.niah_m(1024))
-    assert nm == {"samples": 6, "cells": 3, "se": 6.0, "needed": 55, "prompts_per_arm": 55 * 3 * 5}
+    assert nm == {"samples": 20, "cells": 3, "se": 3.29, "needed": 55, "prompts_per_arm": 55 * 3 * 5}
     ru = sizing.samples_needed(part, noise.macro(RULER_TASKS, 1024))
-    assert (ru["se"], ru["needed"]) == (3.27, 17)
+    assert (ru["se"], ru["needed"]) == (1.79, 17)
     rp = sizing.samples_needed(suite_plan(P)["suite"], noise.macro(NIAH_TASKS, 1024))
-    assert (rp["samples"], rp["se"], rp["needed"]) == (8, 3.61, 27)
+    assert (rp["samples"], rp["se"], rp["needed"]) == (16, 2.55, 27)
     with pytest.raises(ValueError, match="plan part without 'depths'"):
         sizing.samples_needed({"samples": 6, "seeds": (0,)}, noise.niah_m(1024))
 

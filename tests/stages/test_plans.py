@@ -17,8 +17,9 @@ def test_suite_plan_cost_and_yarn():
     base = plans.suite_plan(P, "base", rope_theta=10_000.0)["yarn2"]["rope"]
     assert (base["factor"], base["original_max_position_embeddings"]) == (8.0, 256)
     cost = {r["part"]: r for r in plans.plan_cost(P, n_checkpoints=2)}
-    assert cost["suite"]["generations"] == 2 * 20 * 4 * 3 * 8
-    assert cost["suite"]["prompt_tokens"] == 2 * 20 * 3840 * 3 * 8
+    n = P.eval.suite_samples
+    assert cost["suite"]["generations"] == 2 * 20 * 4 * 3 * n
+    assert cost["suite"]["prompt_tokens"] == 2 * 20 * 3840 * 3 * n
     assert cost["deciles"]["generations"] == 2 * 10 * 10
     assert cost["total"]["generations"] == sum(r["generations"] for p, r in cost.items() if p != "total")
 

@@ -1,0 +1,85 @@
+"""The training notebook's and evaluation notebook's stage lists, run ``extend.workers`` at a time.
+
+Dependencies decide the order: the base, then every arm that needs no analysis (FLT and its replicates
+first: the longest), then LongRecipe's impactful-token analysis (it reads FLT), then the arms that select
+anchor sentences; replays after their arms, merges last. Within a group the stages are independent and
+run side by side (:mod:`repro.stages.concurrent`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from repro.profiles import Profile
+from repro.stages.cache import as_profile
+from repro.stages.concurrent import Job, run_jobs
+
+
+def _threads(p: Profile, workers: int) -> int:
+    return 1 if workers > 1 else 0
+
+
+def _cost(p: Profile, name: str) -> int:
+    from repro.methods import extension_spec
+    from repro.methods.arms import split_seed
+
+    spec = extension_spec(split_seed(name)[0])
+    return spec.resolve_len(p.extend.target_window, p.longrecipe.sample_ratio)
+
+
+def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path = "runs", force: bool = False,
+               progress: bool = True, workers: int | None = None) -> dict[str, Path]:
+    """Train (or reuse) the extension arms ``names`` (replicates ``<arm>@seed<k>`` included); arm -> ``final``.
+
+    ``workers`` (default ``extend.workers``) stages run at a time; with ``extend.threads`` pinned the weights
+    are those of a serial run.
+    """
+    from repro.methods import extension_spec
+    from repro.methods.arms import split_seed
+    from repro.stages.analysis import impactful_tokens
+    from repro.stages.base import train_base
+
+    p = as_profile(profile)
+    w = workers or p.extend.workers
+    train_base(p, run_dir, progress=progress)
+    needs = {n: extension_spec(split_seed(n)[0]).selection == "anchors" for n in names}
+    out: dict[str, Path] = {}
+    for group in ([n for n in names if not needs[n]], [n for n in names if needs[n]]):
+        if not group:
+            continue
+        if needs[group[0]]:
+            impactful_tokens(p, run_dir, progress=progress)
+        group = sorted(group, key=lambda n: -_cost(p, n))  # longest first: the pool stays busy to the end
+        res = run_jobs([Job("train_extension", (p, n), {"run_dir": run_dir, "force": force}) for n in group],
+                       w, _threads(p, w), progress, desc="extension arms")
+        out.update({n: r for n, (r, _) in zip(group, res)})
+    return {n: out[n] for n in names}
+
+
+def replay_and_merge(profile: Profile | str, names: Sequence[str], run_dir: str | Path = "runs",
+                     force: bool = False, progress: bool = True, workers: int | None = None) -> dict[str, Path]:
+    """LongRecipe §4.3 for each arm in ``names``: replay (side by side), then merge; arm -> replay ``final``."""
+    from repro.stages.replay import merge_replayed
+
+    p = as_profile(profile)
+    w = workers or p.extend.workers
+    res = run_jobs([Job("train_replay", (p, n), {"run_dir": run_dir, "force": force}) for n in names],
+                   w, _threads(p, w), progress, desc="replays")
+    for n in names:
+        merge_replayed(p, n, run_dir, force=force, progress=progress)
+    return {n: r for n, (r, _) in zip(names, res)}
+
+
+def evaluate_arms(profile: Profile | str, names: Sequence[str], fns: Sequence[str], run_dir: str | Path = "runs",
+                  force: bool = False, progress: bool = True, workers: int | None = None) -> dict[str, dict]:
+    """Each evaluation stage in ``fns`` (``run_lr_suite``, ``short_lm_loss``, ``run_suite``) on each checkpoint,
+    side by side; ``{fn: {name: (record, seconds)}}``."""
+    p = as_profile(profile)
+    w = workers or p.extend.workers
+    jobs = [Job(fn, (p, n), {"run_dir": run_dir, "force": force}) for n in names for fn in fns]
+    res = run_jobs(jobs, w, _threads(p, w), progress, desc="evaluations")
+    out: dict[str, dict] = {fn: {} for fn in fns}
+    for j, r in zip(jobs, res):
+        out[j.fn][j.args[1]] = r
+    return out
