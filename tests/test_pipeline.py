@@ -152,8 +152,10 @@ def test_paper_selfdistill_trains_only_the_shared_testbed(tmp_path):
                        paper="selfdistill")
     assert list(status) == ["training", "evaluation", "attention_distance"]
     stage_dirs = {p.name.rsplit("-", 1)[0] for p in (tmp_path / "runs" / "smoke").iterdir()}
-    # no LongRecipe arm, replay or analysis (data-flt: the FLT batches prepared before its training)
-    assert stage_dirs == {"corpus", "base", "data-flt", "extend-flt", "eval", "notebooks"}
+    # no LongRecipe arm, replay or analysis (data-flt: the FLT batches prepared before its training); FLT's
+    # training-seed replicate (smoke: extend.replicate_arms = flt, 2 seeds)
+    assert stage_dirs == {"corpus", "base", "data-flt", "extend-flt", "data-flt@seed1", "extend-flt@seed1", "eval",
+                          "notebooks"}
     ids = _index_ids(tmp_path / "figures")
     assert {"TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "RP-Tab1/2", "RP-Fig1a", "RP-Tab14", "RP-Tab15"} <= ids
     assert all(i.startswith(("RP-", "TB-")) for i in ids), ids

@@ -71,7 +71,7 @@ def test_bad_values_name_the_field_and_range():
     with pytest.raises(ValueError, match="eval.depths"):
         tiny.override(eval={"depths": (0.5, 1.5)})
     with pytest.raises(ValueError, match=r"base.task_weights=\(1.0, 2.0\); allowed: one positive weight per "
-                                         r"base.train_tasks \(7: niah_single_1"):
+                                         r"base.train_tasks \(18: niah_single_1"):
         tiny.override(base={"task_weights": (1.0, 2.0)})
     with pytest.raises(ValueError, match="base.task_weights"):
         tiny.override(base={"task_weights": (1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0)})

@@ -18,9 +18,14 @@ from repro.tasks.summary import ruler_in_suite
 
 # -- what the base can do ------------------------------------------------------------------------
 def base_can_do(suite: Mapping[str, Mapping[str, Any]], p: Profile) -> dict[str, dict]:
-    """Per suite task: base accuracy at the base window, ``doable`` (True/False/None) and a label."""
+    """Per suite task: base accuracy at the base window, ``doable`` (True/False/None) and a label.
+
+    Read from the base's ``window`` part (``TB-Base``'s grid, 100 prompts per task in ``tiny``) when the suite
+    has it, else from its ``suite`` part at the base window."""
     window, thr = p.base.window, p.eval.doable_threshold
-    s = scores_of(suite, "base", "suite")
+    s = scores_of(suite, "base", "window")
+    if not s.rows:
+        s = scores_of(suite, "base", "suite")
     out = {}
     for t in p.eval.suite_tasks:
         acc = s.mean(t, window)

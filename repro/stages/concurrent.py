@@ -29,7 +29,8 @@ class Job:
     args: tuple = ()
     """Positional arguments (picklable: profile names or :class:`repro.profiles.Profile`, paths, names)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments (``progress`` is set to False in worker processes)."""
+    """Keyword arguments (``progress``, where the function takes it, is the caller's in-process and False in
+    worker processes)."""
 
     @property
     def label(self) -> str:
@@ -44,6 +45,14 @@ def _function(name: str):
     return getattr(stages, name)
 
 
+def _call(job: Job, progress: bool):
+    import inspect
+
+    fn = _function(job.fn)
+    extra = {"progress": progress} if "progress" in inspect.signature(fn).parameters else {}
+    return fn(*job.args, **{**extra, **job.kwargs})
+
+
 def _init_worker(threads: int) -> None:
     import torch
 
@@ -53,7 +62,7 @@ def _init_worker(threads: int) -> None:
 
 def _run(job: Job) -> tuple[Any, float]:
     t0 = time.perf_counter()
-    out = _function(job.fn)(*job.args, **{**job.kwargs, "progress": False})
+    out = _call(job, False)
     return out, time.perf_counter() - t0
 
 
@@ -73,7 +82,7 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, threads: int = 1, progress: 
         out = []
         for j in jobs:
             t0 = time.perf_counter()
-            out.append((_function(j.fn)(*j.args, **{"progress": progress, **j.kwargs}), time.perf_counter() - t0))
+            out.append((_call(j, progress), time.perf_counter() - t0))
         return out
     from tqdm.auto import tqdm
 

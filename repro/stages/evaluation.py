@@ -60,9 +60,11 @@ def evaluate_base_window(profile: Profile | str, run_dir: str | Path = "runs", f
                          progress: bool = True) -> dict:
     """``TB-Base``'s grid: the base model at its own window on ``eval.base_tasks`` x ``eval.base_depths`` x
     ``eval.base_samples`` fresh prompts (evaluation seed 0); the cached record (see :func:`evaluate_checkpoint`)."""
+    from repro.stages.plans import base_window_grid
+
     p = as_profile(profile)
-    return evaluate_checkpoint(p, "base", p.eval.base_tasks, run_dir, force, progress, lengths=(p.base.window,),
-                               depths=p.eval.base_depths, samples=p.eval.base_samples, seeds=(0,), record=True)
+    return evaluate_checkpoint(p, "base", run_dir=run_dir, force=force, progress=progress, record=True,
+                               **base_window_grid(p))
 
 
 def run_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from repro.profiles import Profile
 from repro.tasks.summary import DECILE_DEPTHS, NIAH_TASKS, RULER_TASKS, ruler_in_suite
 
-__all__ = ["lr_plan", "plan_cost", "ruler_in_suite", "suite_plan", "yarn_rope"]
+__all__ = ["base_window_grid", "lr_plan", "plan_cost", "ruler_in_suite", "suite_plan", "yarn_rope"]
 
 
 def yarn_rope(p: Profile, name: str, factor: float, rope_theta: float) -> dict:
@@ -29,7 +29,9 @@ def suite_plan(p: Profile, name: str = "flt", rope_theta: float | None = None) -
     ``suite``: every suite task x length x suite depth (first evaluation seed);
     ``seeds``: RULER at the target for the other evaluation seeds (RP-Tab15);
     ``deciles``: the decile task at the target at 10 depths (RP-Fig1a);
-    ``yarn<f>``: RULER at f x the target with a YaRN override (RP-Tab4/5).
+    ``yarn<f>``: RULER at f x the target with a YaRN override (RP-Tab4/5);
+    ``window`` (the base only): ``TB-Base``'s grid at the base window (the same cached record as
+    :func:`repro.stages.evaluate_base_window`), from which the reports decide which tasks the base can do.
     """
     ev, target = p.eval, p.extend.target_window
     ruler = ruler_in_suite(p)
@@ -43,7 +45,17 @@ def suite_plan(p: Profile, name: str = "flt", rope_theta: float | None = None) -
         if ruler:
             plan[f"yarn{f:g}"] = {"tasks": ruler, "lengths": (int(round(f * target)),), "seeds": ev.seeds[:1],
                                   "rope": yarn_rope(p, name, f, rope_theta or p.model.rope_theta), **cell}
+    if name == "base":
+        plan["window"] = base_window_grid(p)
     return plan
+
+
+def base_window_grid(p: Profile) -> dict:
+    """``TB-Base``'s grid: ``eval.base_tasks`` at the base window, ``eval.base_depths`` x ``eval.base_samples``
+    prompts, evaluation seed 0 (``evaluate_checkpoint`` kwargs)."""
+    ev = p.eval
+    return {"tasks": ev.base_tasks, "lengths": (p.base.window,), "depths": ev.base_depths,
+            "samples": ev.base_samples, "seeds": (0,)}
 
 
 def plan_cost(p: Profile, n_checkpoints: int = 1) -> list[dict]:

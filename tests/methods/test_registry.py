@@ -96,17 +96,20 @@ def test_module_level_import_graph_has_no_cycle():
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_every_arm_of_every_profile_resolves_and_yields_a_batch(profile, small_tokenizer, corpus_rows):
+    from repro.methods.arms import split_seed
     from repro.stages import extension_arms, extension_method
+    from repro.stages.keys import replicate_profile
 
     p = PROFILES[profile]
     arms = extension_arms(p)
     assert arms[0] == "flt" and len(arms) == len(set(arms))
     if p.extend.target_window > 4096:  # the paper profile's 80K rows are too long for a unit test: 1024
         p = replace(p, extend=replace(p.extend, target_window=1024, batch_size=2))
-    for arm in arms:
-        assert parse_arm(arm) == ArmName(arm, "extend", parse_arm(arm).ratio)
+    for name in arms:
+        arm, k = split_seed(name)  # training-seed replicates build their arm's rows at a moved seed
+        assert parse_arm(name) == ArmName(arm, "extend", parse_arm(arm).ratio, k)
         anchors = np.arange(10, 60)  # any anchor ids: the rows must build, whatever the analysis finds
-        m = extension_method(p, arm, small_tokenizer, corpus_rows, anchors)
+        m = extension_method(*replicate_profile(p, name), small_tokenizer, corpus_rows, anchors)
         b = m.batch(0)
         assert b["input_ids"].shape == (p.extend.batch_size, m.sample_len)
         assert b["position_ids"].max() < p.extend.target_window

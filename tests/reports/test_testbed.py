@@ -4,8 +4,9 @@ import pytest
 
 from repro.profiles import get_profile
 from repro.reports import testbed
+from repro.stages.plans import base_window_grid, suite_plan
 from repro.tasks.summary import NIAH_TASKS
-from tests.reports.records import make_suite
+from tests.reports.records import make_suite, record, rows
 
 P = get_profile("tiny")  # base window 256, target 1024, lengths 256/512/1024/2048, threshold 0.3
 
@@ -76,3 +77,21 @@ def test_tb_base_loss_and_ext_loss_strings():
     rep = testbed.tb_ext_loss(ext)
     assert (rep.target, rep.agrees, rep.note) == ("TB-ExtLoss", "n/a", "")
     assert rep.ours == "flt: final loss 1.500, 500 tok/s; pose: final loss 1.750, 600 tok/s"
+
+
+
+def test_the_base_window_part_decides_over_the_suite_part():
+    W = P.base.window
+    suite_part = record(rows("niah_single_1", W, [1] * 2 + [0] * 8))  # 20%: cannot
+    window_part = record(rows("niah_single_1", W, [1] * 40 + [0] * 60))  # 40%: can
+    can = testbed.base_can_do({"base": {"suite": suite_part, "window": window_part}}, P)["niah_single_1"]
+    assert can["doable"] is True and can["acc"] == 0.4
+    can = testbed.base_can_do({"base": {"suite": suite_part}}, P)["niah_single_1"]
+    assert can["doable"] is False and can["acc"] == 0.2
+
+
+def test_only_the_base_gets_the_window_part_and_it_is_tb_bases_grid():
+    assert suite_plan(P, "base", 10_000.0)["window"] == base_window_grid(P)
+    assert "window" not in suite_plan(P, "flt", 10_000.0)
+    g = base_window_grid(P)
+    assert g["lengths"] == (256,) and len(g["depths"]) * g["samples"] == 100 and "json_kv" in g["tasks"]

@@ -17,8 +17,20 @@ def test_candidates_are_valid_profiles_and_cover_every_eval_family():
     assert (v1.model.num_layers, v1.model.hidden_size, len(v1.base.train_tasks), v1.base.bf16) == (2, 128, 7, False)
     names = {t.split(":")[0] for t in get_profile("tiny").eval.base_tasks}
     assert set(ALL_TRAIN_TASKS) == names
-    c = Candidate("x", "a test", {"num_layers": 3}, {"bf16": True})
-    assert c.profile().model.num_layers == 3 and c.profile().base.bf16
+    c = Candidate("x", "a test", {"num_layers": 5}, {"bf16": False})
+    assert c.profile().model.num_layers == 5 and not c.profile().base.bf16
+
+
+def test_the_tiny_defaults_are_the_chosen_candidate():
+    from repro.stages.base_search import CHOSEN
+    from repro.stages.keys import base_key
+
+    tiny = get_profile("tiny")
+    assert CANDIDATES[CHOSEN].profile() == tiny and base_key(CANDIDATES[CHOSEN].profile()) == base_key(tiny)
+    # the v1 candidate is v1 whatever the defaults: 2 layers, 7 families, fp32, v1's curriculum lengths
+    v1 = CANDIDATES["v1"].profile().base
+    assert (v1.copy_max_steps, v1.max_steps_per_length, v1.final_steps, v1.copy_fraction, v1.threads) == \
+        (1500, 200, 400, 0.25, 2)
 
 
 def test_unknown_candidate_names_the_allowed_ones(capsys):
