@@ -16,7 +16,8 @@ from repro.stages.cache import as_profile
 from repro.stages.concurrent import Job, run_jobs
 
 
-def _threads(p: Profile, workers: int) -> int:
+def _threads(workers: int) -> int:
+    """torch threads of each worker process: one when stages share the cores (0: this process's own)."""
     return 1 if workers > 1 else 0
 
 
@@ -52,7 +53,7 @@ def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path
             impactful_tokens(p, run_dir, progress=progress)
         group = sorted(group, key=lambda n: -_cost(p, n))  # longest first: the pool stays busy to the end
         res = run_jobs([Job("train_extension", (p, n), {"run_dir": run_dir, "force": force}) for n in group],
-                       w, _threads(p, w), progress, desc="extension arms")
+                       w, _threads(w), progress, desc="extension arms")
         out.update({n: r for n, (r, _) in zip(group, res)})
     return {n: out[n] for n in names}
 
@@ -65,7 +66,7 @@ def replay_and_merge(profile: Profile | str, names: Sequence[str], run_dir: str 
     p = as_profile(profile)
     w = workers or p.extend.workers
     res = run_jobs([Job("train_replay", (p, n), {"run_dir": run_dir, "force": force}) for n in names],
-                   w, _threads(p, w), progress, desc="replays")
+                   w, _threads(w), progress, desc="replays")
     for n in names:
         merge_replayed(p, n, run_dir, force=force, progress=progress)
     return {n: r for n, (r, _) in zip(names, res)}
@@ -78,7 +79,7 @@ def evaluate_arms(profile: Profile | str, names: Sequence[str], fns: Sequence[st
     p = as_profile(profile)
     w = workers or p.extend.workers
     jobs = [Job(fn, (p, n), {"run_dir": run_dir, "force": force}) for n in names for fn in fns]
-    res = run_jobs(jobs, w, _threads(p, w), progress, desc="evaluations")
+    res = run_jobs(jobs, w, _threads(w), progress, desc="evaluations")
     out: dict[str, dict] = {fn: {} for fn in fns}
     for j, r in zip(jobs, res):
         out[j.fn][j.args[1]] = r
