@@ -19,10 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro.profiles import BASE_TRAIN_TASKS, TINY, TRAIN_TASKS, Profile
-
-ALL_TRAIN_TASKS = BASE_TRAIN_TASKS
-"""Every task family of the evaluation suite, as training rows (the tiny base's default mix)."""
+from repro.profiles import BASE_TASK_WEIGHTS, BASE_TRAIN_TASKS, TINY, TRAIN_TASKS, Profile
 
 SEARCH_EVAL_SEED = 7
 """Evaluation seed of the search's prompts (``TB-Base`` reports on seed 0)."""
@@ -54,18 +51,13 @@ _V1 = {"train_tasks": TRAIN_TASKS, "task_weights": (1.0, 1.0, 3.0, 1.0, 1.0, 1.0
        "lm_fraction": 0.25, "threads": 2}
 """The v1 base's curriculum, every field the search changed (each candidate is explicit, whatever the defaults)."""
 
-_ALL = {**_V1, "train_tasks": ALL_TRAIN_TASKS,
-        "task_weights": _weights(ALL_TRAIN_TASKS, {"niah_single_3": 3.0, "niah_multikey_3": 3.0})}
+_ALL = {**_V1, "train_tasks": BASE_TRAIN_TASKS,
+        "task_weights": _weights(BASE_TRAIN_TASKS, {"niah_single_3": 3.0, "niah_multikey_3": 3.0})}
 
-_GOAL_HEAVY = {"niah_single_3": 3.0, "niah_multikey_1": 2.0, "niah_multikey_2": 2.0, "niah_multivalue": 2.0,
-               "niah_multiquery": 2.0, "json_kv": 2.0, "niah_position": 2.0, "multihop_2": 2.0,
-               "cwe": 0.5, "fwe": 0.5, "multihop_3": 0.5, "multihop_4": 0.5}
-"""Task weights of the focused mixes: the families with a >= 60% goal weigh 2-3, report-only families 0.5-1."""
-
-_FOCUS = {**_V1, "train_tasks": ALL_TRAIN_TASKS, "task_weights": _weights(ALL_TRAIN_TASKS, _GOAL_HEAVY),
+_FOCUS = {**_V1, "train_tasks": BASE_TRAIN_TASKS, "task_weights": BASE_TASK_WEIGHTS,
           "bf16": True, "copy_max_steps": 2500, "copy_fraction": 0.1, "lm_fraction": 0.15, "threads": 1}
-"""Focused mix: goal-weighted families, fewer copy/corpus rows in the retrieval phase (more answer tokens per
-step), and room for deeper models to form the copy mechanism (4 layers needed ~1,450-1,800 steps)."""
+"""Focused mix: goal-weighted families (:data:`repro.profiles.BASE_TASK_WEIGHTS`), fewer copy/corpus rows in
+the retrieval phase (more answer tokens per step), and room for deeper models to form the copy mechanism (4 layers needed ~1,450-1,800 steps)."""
 
 CANDIDATES: dict[str, Candidate] = {c.name: c for c in (
     Candidate("v1", "the v1 base (2 layers x 128, 7 training families, fp32)", {"num_layers": 2, "hidden_size": 128},

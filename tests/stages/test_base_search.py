@@ -6,7 +6,8 @@ import pytest
 
 from repro.__main__ import main
 from repro.profiles import get_profile
-from repro.stages.base_search import ALL_TRAIN_TASKS, CANDIDATES, Candidate, get_candidate, search_rows
+from repro.profiles import BASE_TRAIN_TASKS
+from repro.stages.base_search import CANDIDATES, Candidate, get_candidate, search_rows
 
 
 def test_candidates_are_valid_profiles_and_cover_every_eval_family():
@@ -16,7 +17,7 @@ def test_candidates_are_valid_profiles_and_cover_every_eval_family():
     v1 = CANDIDATES["v1"].profile()
     assert (v1.model.num_layers, v1.model.hidden_size, len(v1.base.train_tasks), v1.base.bf16) == (2, 128, 7, False)
     names = {t.split(":")[0] for t in get_profile("tiny").eval.base_tasks}
-    assert set(ALL_TRAIN_TASKS) == names
+    assert set(BASE_TRAIN_TASKS) == names
     c = Candidate("x", "a test", {"num_layers": 5}, {"bf16": False})
     assert c.profile().model.num_layers == 5 and not c.profile().base.bf16
 
