@@ -57,7 +57,8 @@ _ALL = {**_V1, "train_tasks": BASE_TRAIN_TASKS,
 _FOCUS = {**_V1, "train_tasks": BASE_TRAIN_TASKS, "task_weights": BASE_TASK_WEIGHTS,
           "bf16": True, "copy_max_steps": 2500, "copy_fraction": 0.1, "lm_fraction": 0.15, "threads": 1}
 """Focused mix: goal-weighted families (:data:`repro.profiles.BASE_TASK_WEIGHTS`), fewer copy/corpus rows in
-the retrieval phase (more answer tokens per step), and room for deeper models to form the copy mechanism (4 layers needed ~1,450-1,800 steps)."""
+the retrieval phase (more answer tokens per step), and room for deeper models to form
+the copy mechanism (4 layers needed ~1,450-1,800 steps)."""
 
 CANDIDATES: dict[str, Candidate] = {c.name: c for c in (
     Candidate("v1", "the v1 base (2 layers x 128, 7 training families, fp32)", {"num_layers": 2, "hidden_size": 128},
