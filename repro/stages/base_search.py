@@ -55,7 +55,7 @@ _ALL = {**_V1, "train_tasks": BASE_TRAIN_TASKS,
         "task_weights": _weights(BASE_TRAIN_TASKS, {"niah_single_3": 3.0, "niah_multikey_3": 3.0})}
 
 _FOCUS = {**_V1, "train_tasks": BASE_TRAIN_TASKS, "task_weights": BASE_TASK_WEIGHTS,
-          "bf16": True, "copy_max_steps": 2500, "copy_fraction": 0.1, "lm_fraction": 0.15, "threads": 1}
+          "bf16": True, "copy_max_steps": 2500, "copy_fraction": 0.1, "lm_fraction": 0.15, "threads": 2}
 """Focused mix: goal-weighted families (:data:`repro.profiles.BASE_TASK_WEIGHTS`), fewer copy/corpus rows in
 the retrieval phase (more answer tokens per step), and room for deeper models to form
 the copy mechanism (4 layers needed ~1,450-1,800 steps)."""
