@@ -141,7 +141,7 @@ def lr_tab1(suite, lm, p: Profile) -> Report:
                f"HumanEval cannot run on a tiny model: NIAH at the base window and the LM loss on "
                f"{p.longrecipe.short_lm_windows} windows of {window} tokens ({_lm_source(lm)}) stand in for general "
                f"abilities. {_seeds_note(groups, ('base', *TAB1_ARMS))} "
-               f"Scale: {scale_note(p)}.")
+               f"Scale: {scale_note(p, p.longrecipe.eval_samples)}.")
     return Report("LR-Tab1", [{"name": "LR-Tab1", "rows": rows, "columns": list(rows[0]) if rows else [],
                                "caption": caption}],
                   ours="; ".join(f"{r['method']} {r[f'NIAH(M) @{target}']}/{r[f'RULER @{target}']}" for r in rows),
@@ -223,7 +223,7 @@ def lr_tab2(suite, lm, p: Profile) -> Report:
                f"{p.longrecipe.replay_lr_ratio:g} x the learning rate) and after merging with the base model "
                f"(lambda = {p.longrecipe.merge_lambdas}). Base model LM loss: "
                f"{'n/a' if base_loss is None else round(base_loss, 4)}. {_seeds_note(groups, stage_arms)} "
-               f"Scale: {scale_note(p)}.")
+               f"Scale: {scale_note(p, p.longrecipe.eval_samples)}.")
     return Report("LR-Tab2", [{"name": "LR-Tab2", "rows": rows, "columns": list(rows[0]) if rows else [],
                                "caption": caption}],
                   ours="; ".join(f"{r['method']} loss " + " -> ".join(str(r[k]) for k in r if k.startswith("LM loss"))
@@ -290,7 +290,7 @@ def _long_table(target_id: str, arms: Sequence[str], paper: Mapping[str, Any], s
            f"{len(p.eval.suite_depths)} depths per task; NIAH(M) SE = its standard error over those prompts); "
            f"base-doable = mean over the tasks the base model does at its window "
            f"({', '.join(doable_tasks(suite, p)) or 'none'}). {_seeds_note(groups, arms, names)} "
-           f"Scale: {scale_note(p)}.")
+           f"Scale: {scale_note(p, p.longrecipe.eval_samples)}.")
     return Report(target_id, [{"name": target_id, "rows": rows, "columns": list(rows[0]) if rows else [],
                                "caption": cap}],
                   ours="; ".join(f"{r['method']} {r[f'NIAH(M) @{target}']}/{r[f'RULER @{target}']}" for r in rows),

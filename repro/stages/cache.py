@@ -43,6 +43,16 @@ def stage_dir(run_dir: str | Path, profile: Profile, stage: str, key: str) -> Pa
     return Path(run_dir) / profile.name / f"{stage}-{key}"
 
 
+def checkpoint_id(ckpt: str | Path, run_dir: str | Path) -> str:
+    """How a checkpoint enters a cache key: its path relative to ``run_dir`` when it lies inside it (stage folders
+    are named by their own config keys, so the same run in another folder gives the same keys and file names),
+    else the path or model id as given (a user's model outside the run)."""
+    try:
+        return Path(ckpt).resolve().relative_to(Path(run_dir).resolve()).as_posix()
+    except ValueError:
+        return str(ckpt)
+
+
 def eval_path(run_dir: str | Path, profile: Profile, name: str) -> Path:
     """Where JSON evaluation records live: ``<run_dir>/<profile>/eval/<name>.json``."""
     return Path(run_dir) / profile.name / "eval" / f"{name}.json"

@@ -1,7 +1,8 @@
 """Evaluation stages: a checkpoint on a task grid, on a plan of grids, and the short-window LM loss.
 
 Each result is one JSON record under ``<run_dir>/<profile>/eval/``, keyed by
-the checkpoint path, the grid and any RoPE override (:func:`repro.stages.cache.cached_json`).
+the checkpoint (its path inside the run folder:
+:func:`repro.stages.cache.checkpoint_id`), the grid and any RoPE override (:func:`repro.stages.cache.cached_json`).
 The plans (which grids each paper's tables need) are in :mod:`repro.stages.plans`.
 """
 
@@ -15,7 +16,7 @@ import numpy as np
 from repro.data.corpus import iter_heldout_code
 from repro.data.tokenizer import load_tokenizer
 from repro.profiles import Profile
-from repro.stages.cache import as_profile, cached_json, eval_path, stage_key
+from repro.stages.cache import as_profile, cached_json, checkpoint_id, eval_path, stage_key
 from repro.stages.checkpoints import checkpoint_path, checkpoint_rope_theta
 from repro.stages.corpus import build_corpus, get_tokenizer
 
@@ -41,7 +42,7 @@ def evaluate_checkpoint(profile: Profile | str, name: str, tasks: tuple[str, ...
     grid = EvalGrid(tasks=tuple(tasks), lengths=tuple(lengths or p.eval.lengths),
                     depths=tuple(depths or p.eval.depths), samples=samples or p.eval.samples,
                     seed=p.eval.seed, batch_size=p.eval.batch_size, eval_seeds=tuple(seeds or (0,)))
-    key = stage_key("eval", {"ckpt": str(ckpt), "grid": grid, "rope": rope})
+    key = stage_key("eval", {"ckpt": checkpoint_id(ckpt, run_dir), "grid": grid, "rope": rope})
 
     def compute() -> dict:
         model = load_model(ckpt, rope=rope, max_positions=max(*p.eval.lengths, *grid.lengths) * 2)
@@ -120,7 +121,7 @@ def short_lm_loss(profile: Profile | str, name: str, run_dir: str | Path = "runs
     p = as_profile(profile)
     ckpt = checkpoint_path(p, name, run_dir)
     n, w = p.longrecipe.short_lm_windows, p.base.window
-    key = stage_key("lmloss", {"ckpt": str(ckpt), "n": n, "w": w})
+    key = stage_key("lmloss", {"ckpt": checkpoint_id(ckpt, run_dir), "n": n, "w": w})
 
     def compute() -> dict:
         windows, source = short_lm_windows(p, run_dir)
@@ -169,5 +170,5 @@ def general_abilities(profile: Profile | str, name: str, run_dir: str | Path = "
     if not tasks:
         return {}
     ckpt = checkpoint_path(p, name, run_dir)
-    key = stage_key("general", {"ckpt": str(ckpt), "tasks": tasks})
+    key = stage_key("general", {"ckpt": checkpoint_id(ckpt, run_dir), "tasks": tasks})
     return cached_json(eval_path(run_dir, p, f"general-{name}-{key}"), force, lambda: lm_eval_scores(ckpt, tasks))

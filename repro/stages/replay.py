@@ -8,7 +8,7 @@ from pathlib import Path
 from repro.io import atomic_write_json
 from repro.profiles import Profile
 from repro.stages.base import train_base
-from repro.stages.cache import as_profile, reuse, stage_dir
+from repro.stages.cache import as_profile, checkpoint_id, reuse, stage_dir
 from repro.stages.corpus import Corpus, build_corpus
 from repro.stages.extension import extension_tokens, train_extension
 from repro.stages.keys import merge_key, replay_key
@@ -57,7 +57,7 @@ def train_replay(profile: Profile | str, method: str, run_dir: str | Path = "run
     cfg = TrainConfig.from_section(e, steps, lr=e.lr * p.longrecipe.replay_lr_ratio, warmup_steps=0,
                                    schedule="cosine", min_lr_ratio=0.1, checkpoint_every=0, seed=m.cfg.seed)
     out.mkdir(parents=True, exist_ok=True)  # the plan is written first, so a finished stage always has it
-    atomic_write_json(out / "replay.json", {"from": str(ext), "steps": steps, "lr": cfg.lr,
+    atomic_write_json(out / "replay.json", {"from": checkpoint_id(ext, run_dir), "steps": steps, "lr": cfg.lr,
                                             "extension_tokens": extension_tokens(ext)})
     final = Trainer(model, m, cfg, out, progress=progress).train()
     tok.save_pretrained(final)
