@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 
 from repro.profiles import Profile
 from repro.reports.common import Report, label
+from repro.stats import bernoulli_sd
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,6 @@ BASE_GOALS: dict[str, Goal] = {
 """Goal per task (NIAH-position is judged on the mean over its ordinals)."""
 
 
-def _se(p: float, n: int) -> float:
-    return math.sqrt(max(p * (1 - p), 0.0) / n) if n else float("nan")
-
-
 def task_accuracy(results: Sequence[Mapping]) -> dict[str, tuple[float, int]]:
     """Per task spec: (mean score, number of prompts)."""
     by: dict[str, list[float]] = {}
@@ -69,7 +66,7 @@ def tb_base(results: Sequence[Mapping], p: Profile) -> Report:
             if not ok:
                 missed.append(label(t) if t != _POS else "NIAH-position")
         rows.append({"task": t, "label": label(t) if t != _POS else "pos-mean", "accuracy %": round(100 * a, 1),
-                     "SE %": round(100 * _se(a, n), 1), "n": n,
+                     "SE %": round(100 * bernoulli_sd(a) / math.sqrt(n), 1), "n": n,
                      "goal": "" if goal is None else (f">= {100 * goal.low:g}%" if goal.high >= 1 else
                                                       f"{100 * goal.low:g}-{100 * goal.high:g}%"),
                      "meets goal": "" if ok is None else ("yes" if ok else "no"),
