@@ -86,3 +86,96 @@ def chunked_clm_loss(hidden: torch.Tensor, head_weight: torch.Tensor, input_ids:
         h, y, w = h[keep], y[keep], w[keep]
     total = _FusedHeadCE.apply(h, head_weight, y, w, chunk, compute_dtype or hidden.dtype)
     return total / denom.to(total.dtype)
+
+
+KL_DIRECTIONS: tuple[str, ...] = ("reverse", "forward")
+"""``reverse``: KL(student || sg(teacher)) (self-distillation Eq. 5, the default);
+``forward``: KL(sg(teacher) || student)."""
+
+
+def _check_direction(direction: str) -> None:
+    if direction not in KL_DIRECTIONS:
+        raise ValueError(f"direction={direction!r}; allowed: {', '.join(KL_DIRECTIONS)}")
+
+
+def kl_from_logits(student: torch.Tensor, teacher: torch.Tensor, direction: str = "reverse") -> torch.Tensor:
+    """Per-position KL divergence (...,) between the next-token distributions of ``student`` and ``teacher``
+    logits (..., V), in fp32 (fp64 stays fp64). The teacher is detached (stop-gradient).
+
+    ``reverse``: KL(p_student || p_teacher) = sum_v p_s (log p_s - log p_t); ``forward``: KL(p_teacher || p_student).
+    The naive reference of :func:`chunked_kl_loss`.
+    """
+    _check_direction(direction)
+    acc = torch.float64 if student.dtype == torch.float64 else torch.float32
+    ls = torch.log_softmax(student.to(acc), -1)
+    lt = torch.log_softmax(teacher.detach().to(acc), -1)
+    if direction == "reverse":
+        return (ls.exp() * (ls - lt)).sum(-1)
+    return (lt.exp() * (lt - ls)).sum(-1)
+
+
+class _FusedHeadKL(torch.autograd.Function):
+    """sum_i w_i * KL_i between student logits h_s @ W^T and detached teacher logits h_t @ W^T, gradients in forward.
+
+    d KL_rev / d z_s = p_s * (log p_s - log p_t - KL); d KL_fwd / d z_s = p_s - p_t.
+    """
+
+    @staticmethod
+    def forward(ctx, student, weight, teacher, w, chunk, compute_dtype, reverse):
+        grad_h = torch.zeros_like(student)
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32 if weight.dtype != torch.float64 else weight.dtype,
+                             device=weight.device)
+        acc = torch.float64 if student.dtype == torch.float64 else torch.float32
+        total = torch.zeros((), dtype=acc, device=student.device)
+        wc = weight.to(compute_dtype)
+        for s in range(0, student.shape[0], chunk):
+            h = student[s:s + chunk].to(compute_dtype)
+            ls = torch.log_softmax((h @ wc.T).to(acc), -1)
+            with torch.no_grad():
+                lt = torch.log_softmax((teacher[s:s + chunk].to(compute_dtype) @ wc.T).to(acc), -1)
+            ww = w[s:s + chunk].to(acc)
+            ps = ls.exp()
+            if reverse:
+                d = ls - lt
+                kl = (ps * d).sum(-1)
+                g = ps * (d - kl[:, None])
+            else:
+                pt = lt.exp()
+                kl = (pt * (lt - ls)).sum(-1)
+                g = ps - pt
+            total += (kl * ww).sum()
+            g = (g * ww[:, None]).to(compute_dtype)
+            grad_h[s:s + chunk] = (g @ wc).to(grad_h.dtype)
+            grad_w += (g.T @ h).to(grad_w.dtype)
+        ctx.save_for_backward(grad_h, grad_w.to(weight.dtype))
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        grad_h, grad_w = ctx.saved_tensors
+        return grad_h * grad_out.to(grad_h.dtype), grad_w * grad_out.to(grad_w.dtype), None, None, None, None, None
+
+
+def chunked_kl_loss(student: torch.Tensor, teacher: torch.Tensor, head_weight: torch.Tensor, w: torch.Tensor,
+                    direction: str = "reverse", chunk: int = 2048,
+                    compute_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``sum_i w_i KL_i`` over positions i of final hidden states ``student`` (N, H) and ``teacher`` (N, H) through
+    the bias-free LM head ``head_weight`` (V, H), never holding more than ``chunk`` positions' logits.
+
+    The teacher side is a stop-gradient target (no gradient reaches ``teacher`` or the head through it); the
+    gradient reaches ``student`` and the head through the student's logits only. Positions of weight 0 are
+    skipped. ``compute_dtype``: dtype of the head's matmuls (default: the student's); softmaxes and sums in fp32
+    (fp64 for fp64 inputs). Equal to ``(kl_from_logits(student @ W.T, teacher @ W.T) * w).sum()`` with the same
+    gradients (tested in float64).
+    """
+    _check_direction(direction)
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk}; allowed: >= 1 positions")
+    if student.shape != teacher.shape or student.ndim != 2 or w.shape != student.shape[:1]:
+        raise ValueError(f"student {tuple(student.shape)}, teacher {tuple(teacher.shape)}, w {tuple(w.shape)}: "
+                         "expected (N, H), (N, H) and (N,)")
+    keep = w != 0
+    if not bool(keep.all()):
+        student, teacher, w = student[keep], teacher[keep], w[keep]
+    return _FusedHeadKL.apply(student, head_weight, teacher.detach(), w, chunk, compute_dtype or student.dtype,
+                              direction == "reverse")

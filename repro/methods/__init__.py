@@ -4,6 +4,9 @@
   lengths) and LongRecipe's replay stream (its last stage);
 - :mod:`repro.methods.extension`: context extension by a position transform (FLT, PoSE, RPES,
   LongRecipe and its ablations);
+- :mod:`repro.methods.selfdistill`: RoPE-perturbed self-distillation and its controls (views in
+  :mod:`repro.positions.views`, the two passes in :mod:`repro.methods.two_view`, non-index perturbations
+  in :mod:`repro.methods.perturb`);
 - :mod:`repro.methods.arms`: the names of the trained arms (``pose``, ``longrecipe_r20``,
   ``flt+replay``, ...) and the one parser for them.
 
@@ -15,7 +18,7 @@ A new method is one module here that decorates its factory with
 from repro.methods.registry import METHODS, get_method, register_method
 
 # Importing the method modules registers their factories.
-from repro.methods import base, extension  # noqa: E402,F401  isort: skip
+from repro.methods import base, extension, selfdistill  # noqa: E402,F401  isort: skip
 from repro.methods.arms import EXTENSION_METHODS, ArmName, extension_spec, parse_arm, ratio_arm  # noqa: E402
 from repro.methods.base import BaseCurriculum  # noqa: E402
 from repro.methods.extension import Extension, ExtensionSpec  # noqa: E402

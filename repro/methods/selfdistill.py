@@ -1,0 +1,284 @@
+"""RoPE-perturbed self-distillation (Li et al. 2026, §2): ``L = L_CLM(standard view) + lambda * L_KL``.
+
+Per sequence, ``L_KL`` is the mean over the positions whose next-token distribution the perturbation can
+change, of ``KL(p_perturbed || sg(p_standard))`` (reverse KL, Eq. 5-6), averaged over the batch's sequences
+(Eq. 7). For the skip view ``r_i = i + y [i >= s]`` those are the outputs at positions ``s .. L-1`` (the
+output at position ``j`` is the distribution of token ``j + 1``; outputs before ``s`` are identical in both
+views), ``L - s`` of them as in Eq. 6's ``1 / (L - s)``; for every other perturbation, all ``L`` positions.
+Evaluation always uses standard indices: the perturbed view exists only inside this loss.
+
+:class:`SelfDistillSpec` holds the method and every control of the paper's ablations (Tables 8-11):
+
+- ``view``: ``skip`` (Eq. 4; ``s ~ U{0..L-1}``, ``y ~ U{1..Y}``, ``Y = max_skip * L``), ``cyclic`` (Eq. 9),
+  ``dilation`` and ``chunk_permutation`` (Table 10), ``nope`` (the perturbed pass without rotary embedding),
+  ``none`` (same indices: the dropout and attention-noise controls);
+- ``perturbation``: ``rope`` (the view's indices), ``dropout`` (two training-mode passes differ by the model's
+  own dropout), ``attention_noise`` (Gaussian noise on the perturbed pass's attention scores);
+- ``consistency``: ``kl`` (the method), ``clm`` (``L_CLM(std) + lambda L_CLM(pert)``: the perturbed view as
+  extra data, Table 8 "w/ CLM"), ``none``; ``direction``: ``reverse`` (default) or ``forward`` KL;
+- ``standard_clm=False`` with ``consistency="none"``: CLM on the perturbed view only, the paper's PoSE
+  baseline (App. A.2: "the same perturbation magnitude as our skip-based method");
+- ``fixed_split``: ``s = y = L/2`` for every sample (Table 8 "w/o random skip");
+- ``shared_prefix``: the skip view's second pass reuses the standard pass's prefix
+  (:func:`repro.methods.two_view.perturbed_hidden_shared`; same loss and gradients, ~1.5x a standard step);
+- ``longce``: LongCE token weights on the CLM term (:mod:`repro.methods.longce`; "skip + LongCE" with the KL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+import torch
+
+from repro.loss import KL_DIRECTIONS, chunked_clm_loss, chunked_kl_loss, kl_from_logits, weighted_clm_loss
+from repro.methods.registry import register_method, step_rng
+from repro.models import plain_head_weight
+from repro.train import answer_exact_match_hidden
+
+VIEWS: tuple[str, ...] = ("skip", "cyclic", "dilation", "chunk_permutation", "nope", "none")
+"""Perturbed views (:mod:`repro.positions.views`; ``none``: standard indices)."""
+PERTURBATIONS: tuple[str, ...] = ("rope", "dropout", "attention_noise")
+CONSISTENCIES: tuple[str, ...] = ("kl", "clm", "none")
+BATCH_KEYS: tuple[str, ...] = ("perturbed_position_ids", "split", "kl_mask")
+"""Arrays a self-distillation batch adds to an extension batch."""
+
+
+@dataclass(frozen=True)
+class SelfDistillSpec:
+    """One arm of the self-distillation comparison (the method, a control or a baseline)."""
+
+    view: str = "skip"
+    """Perturbed view: one of :data:`VIEWS`."""
+    max_skip: float = 1.0
+    """Skip view: ``Y`` as a multiple of the sample length ``L`` (paper: ``Y = L``; Table 9: L/2, L, 2L)."""
+    fixed_split: bool = False
+    """Skip view: ``s = y = L // 2`` for every sample instead of sampling them (Table 8 "w/o random skip")."""
+    view_params: dict = field(default_factory=dict)
+    """Extra keyword arguments of the view function (``num_chunks``, ``min_factor``/``max_factor``)."""
+    perturbation: str = "rope"
+    """``rope`` (the view's indices), ``dropout`` or ``attention_noise`` (view ``none``)."""
+    consistency: str = "kl"
+    """``kl``, ``clm`` (CLM on the perturbed view) or ``none``."""
+    direction: str = "reverse"
+    """KL direction: ``reverse`` KL(pert || sg(std)) (Eq. 5) or ``forward`` KL(sg(std) || pert)."""
+    lam: float = 1.0
+    """Weight lambda of the consistency term (Eq. 8; Table 11: 0.2, 0.5, 1, 2)."""
+    standard_clm: bool = True
+    """CLM on the standard view; False with ``consistency="none"``: CLM on the perturbed view only (PoSE)."""
+    shared_prefix: bool = True
+    """Skip view: the prefix-shared second pass (exact; ~1.5x a standard step). False: two full passes."""
+    longce: bool = False
+    """LongCE token weights on the CLM term (Fang et al. 2025; :mod:`repro.methods.longce`)."""
+    noise_std: float = 1.0
+    """Attention noise: std of the Gaussian added to the scaled attention scores (the paper gives none)."""
+    dropout: float = 0.1
+    """Dropout control: the model's ``attention_dropout`` while training this arm (Llama's own dropout; the
+    tiny model is configured without dropout, so the arm loads it with this rate)."""
+
+    def __post_init__(self):
+        for name, value, allowed in (("view", self.view, VIEWS), ("perturbation", self.perturbation, PERTURBATIONS),
+                                     ("consistency", self.consistency, CONSISTENCIES),
+                                     ("direction", self.direction, KL_DIRECTIONS)):
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r}; allowed: {', '.join(allowed)}")
+        if self.perturbation != "rope" and self.view != "none":
+            raise ValueError(f"perturbation={self.perturbation!r} keeps the standard indices; use view='none' "
+                             f"(got view={self.view!r})")
+        if not self.max_skip > 0:
+            raise ValueError(f"max_skip={self.max_skip!r}; allowed: > 0 (a multiple of the sample length)")
+        if self.lam < 0:
+            raise ValueError(f"lam={self.lam!r}; allowed: >= 0")
+        if not self.standard_clm and self.consistency != "none":
+            raise ValueError("standard_clm=False (PoSE: CLM on the perturbed view only) needs consistency='none'")
+        if self.noise_std < 0 or not 0 <= self.dropout < 1:
+            raise ValueError(f"noise_std={self.noise_std!r}, dropout={self.dropout!r}; allowed: noise_std >= 0, "
+                             "0 <= dropout < 1")
+
+    def max_index(self, n: int) -> int:
+        """The largest RoPE index the perturbed view reaches on ``n``-token samples (``max_position_embeddings``
+        must exceed it)."""
+        if self.view == "skip":
+            return n - 1 + (n // 2 if self.fixed_split else self.skip_range(n))
+        if self.view == "dilation":
+            return int(np.rint((n - 1) * float(self.view_params.get("max_factor", 2.0))))
+        return n - 1
+
+    def skip_range(self, n: int) -> int:
+        """``Y`` for ``n``-token samples (at least 1)."""
+        return max(1, int(round(self.max_skip * n)))
+
+    def with_(self, **kw) -> "SelfDistillSpec":
+        bad = set(kw) - {f.name for f in fields(self)}
+        if bad:
+            raise ValueError(f"SelfDistillSpec has no field(s) {sorted(bad)}")
+        return replace(self, **kw)
+
+
+def draw_view(spec: SelfDistillSpec, n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """The perturbed indices of one ``n``-token sample (relative to standard ``0..n-1``) and its split ``s``
+    (positions before ``s`` keep their outputs; 0 for every view but skip)."""
+    from repro.positions import PositionSample
+    from repro.positions.views import chunk_permutation_view, cyclic_view, dilation_view, skip_view
+
+    sample = PositionSample(n=n)
+    std = np.arange(n, dtype=np.int64)
+    if spec.view == "skip":
+        if spec.fixed_split:
+            s = y = n // 2
+            return np.where(std < s, std, std + y), s
+        y_max = spec.skip_range(n)
+        v = skip_view(sample, n + y_max, rng, max_skip=y_max, **spec.view_params)
+        return v.perturbed, int(v.info["s"])
+    if spec.view == "cyclic":
+        return cyclic_view(sample, n, rng).perturbed, 0
+    if spec.view == "dilation":
+        return dilation_view(sample, spec.max_index(n) + 1, rng, **spec.view_params).perturbed, 0
+    if spec.view == "chunk_permutation":
+        return chunk_permutation_view(sample, n, rng, **spec.view_params).perturbed, 0
+    return std, 0  # nope (the pass drops RoPE) and none (dropout / attention noise)
+
+
+@register_method("selfdistill")
+class SelfDistillation:
+    """Full-length extension rows (``inner``: an :class:`repro.methods.Extension` at the target, e.g. FLT's)
+    with a perturbed view drawn per row, trained with :func:`selfdistill_loss`.
+
+    ``stop_at``: stop after this many steps of the schedule (the ablations' early checkpoint, §3.6).
+    ``longce``: a :class:`repro.methods.longce.LongCEConfig` when ``spec.longce``.
+    """
+
+    def __init__(self, name: str, spec: SelfDistillSpec, inner, seed: int, pad_id: int, bf16: bool = False,
+                 longce=None, stop_at: int | None = None, chunk: int = 2048):
+        if spec.longce and longce is None:
+            raise ValueError(f"method {name!r} uses LongCE: pass its LongCEConfig (repro.methods.longce)")
+        self.name, self.spec, self.inner, self.seed, self.pad_id = name, spec, inner, seed, pad_id
+        self.bf16, self.longce, self.stop_at, self.chunk = bf16, longce, stop_at, chunk
+
+    def batch(self, step: int) -> dict[str, np.ndarray]:
+        b = dict(self.inner.batch(step))
+        rng = step_rng(self.seed, step, 2)
+        ids, pos = b["input_ids"], b["position_ids"]
+        B, T = ids.shape
+        pert = np.empty_like(pos)
+        split = np.zeros(B, dtype=np.int64)
+        for r in range(B):
+            view, split[r] = draw_view(self.spec, T, rng)
+            pert[r] = pos[r] + (view - np.arange(T))  # the view's offsets on the row's standard indices
+        b["perturbed_position_ids"] = pert
+        b["split"] = split
+        b["kl_mask"] = (np.arange(T)[None, :] >= split[:, None]) & (ids != self.pad_id)
+        return b
+
+    def loss(self, model, batch):
+        return selfdistill_loss(model, batch, self.spec, self.bf16, self.longce, self.chunk)
+
+    def observe(self, step: int, metrics: dict) -> None:
+        self.inner.observe(step, metrics)
+
+    def finished(self, step: int) -> bool:
+        return self.stop_at is not None and step >= self.stop_at
+
+    def state_dict(self) -> dict:
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.inner.load_state_dict(state)
+
+
+def _perturbed_context(model, spec: SelfDistillSpec):
+    from repro.methods.perturb import attention_noise, no_rope
+
+    if spec.view == "nope":
+        return no_rope(model)
+    if spec.perturbation == "attention_noise":
+        return attention_noise(model, spec.noise_std)
+    if spec.perturbation == "dropout" and not (model.training and getattr(model.config, "attention_dropout", 0) > 0):
+        raise ValueError("the dropout control needs a model in training mode with config.attention_dropout > 0 "
+                         f"(got training={model.training}, attention_dropout="
+                         f"{getattr(model.config, 'attention_dropout', None)!r}); load it with the spec's dropout")
+    return contextlib.nullcontext()
+
+
+def _logits(model, hidden: torch.Tensor) -> torch.Tensor:
+    return model.get_output_embeddings()(hidden)
+
+
+def clm_term(model, hidden: torch.Tensor, batch: dict, head: torch.Tensor | None, bf16: bool, longce=None,
+             chunk: int = 2048) -> tuple[torch.Tensor, dict[str, float]]:
+    """The weighted CLM loss of ``hidden`` (the batch's token weights), with LongCE weights when ``longce``."""
+    ids, w = batch["input_ids"], batch["weights"]
+    if longce is not None:
+        from repro.methods.longce import longce_weighted_loss
+
+        return longce_weighted_loss(model, hidden, batch, head, longce, bf16, chunk)
+    if head is not None:
+        return chunked_clm_loss(hidden, head, ids, w, chunk, torch.bfloat16 if bf16 else None), {}
+    return weighted_clm_loss(_logits(model, hidden), ids, w)[0], {}
+
+
+def kl_term(model, student: torch.Tensor, teacher: torch.Tensor, kl_mask: torch.Tensor, head: torch.Tensor | None,
+            direction: str, bf16: bool, chunk: int = 2048) -> torch.Tensor:
+    """Eq. 6-7: per row, the mean KL over its ``kl_mask`` positions; then the mean over rows that have any."""
+    acc = torch.float64 if student.dtype == torch.float64 else torch.float32
+    count = kl_mask.sum(1)
+    rows = (count > 0).sum().clamp_min(1)
+    per_pos = kl_mask.to(torch.float64) / (count.clamp_min(1)[:, None] * rows).to(torch.float64)
+    sel = kl_mask.reshape(-1)
+    s, t = student.reshape(-1, student.shape[-1])[sel], teacher.reshape(-1, teacher.shape[-1])[sel]
+    wpos = per_pos.reshape(-1)[sel].to(acc)
+    if head is not None:
+        return chunked_kl_loss(s, t, head, wpos, direction, chunk, torch.bfloat16 if bf16 else None)
+    return (kl_from_logits(_logits(model, s), _logits(model, t), direction) * wpos).sum()
+
+
+def selfdistill_loss(model, batch: dict[str, torch.Tensor], spec: SelfDistillSpec, bf16: bool = False, longce=None,
+                     chunk: int = 2048) -> tuple[torch.Tensor, dict[str, float]]:
+    """The training objective of one batch (``input_ids``, ``position_ids``, ``weights``, ``perturbed_position_ids``,
+    ``split``, ``kl_mask``; optional ``doc_ids``, ``answer_group``): ``(loss, metrics)`` with ``loss``, ``clm``,
+    ``consistency`` (the KL or perturbed-view CLM before lambda) and ``train_em``."""
+    from repro.methods.two_view import perturbed_hidden_naive, perturbed_hidden_shared, standard_pass
+
+    device = "cpu" if batch["input_ids"].device.type == "cpu" else "cuda"
+    ids, pos, pert = batch["input_ids"], batch["position_ids"], batch["perturbed_position_ids"]
+    doc = batch.get("doc_ids")
+    head = plain_head_weight(model)
+    metrics: dict[str, float] = {}
+    with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+        if not spec.standard_clm:  # PoSE: CLM on the perturbed view only
+            hidden = perturbed_hidden_naive(model, ids, pert, doc)
+            loss, extra = clm_term(model, hidden, batch, head, bf16, longce if spec.longce else None, chunk)
+            metrics.update(extra, clm=float(loss.detach()))
+            return _finish(loss, metrics, hidden, head, batch)
+        active = spec.consistency != "none" and spec.lam > 0
+        shared = active and spec.view == "skip" and spec.shared_prefix
+        hidden, cache = standard_pass(model, ids, pos, doc, cache=shared)
+        clm, extra = clm_term(model, hidden, batch, head, bf16, longce if spec.longce else None, chunk)
+        metrics.update(extra, clm=float(clm.detach()))
+        loss = clm
+        if active:
+            with _perturbed_context(model, spec):
+                if shared:
+                    pert_hidden = perturbed_hidden_shared(model, ids, pert, batch["split"], hidden, cache, doc)
+                else:
+                    pert_hidden = perturbed_hidden_naive(model, ids, pert, doc)
+            if spec.consistency == "kl":
+                cons = kl_term(model, pert_hidden, hidden.detach(), batch["kl_mask"].bool(), head, spec.direction,
+                               bf16, chunk)
+            else:
+                cons = clm_term(model, pert_hidden, batch, head, bf16, None, chunk)[0]
+            metrics["consistency"] = float(cons.detach())
+            loss = clm + spec.lam * cons
+    return _finish(loss, metrics, hidden, head, batch)
+
+
+def _finish(loss, metrics, hidden, head, batch):
+    if "answer_group" in batch and head is not None:
+        with torch.no_grad():
+            hit, total = answer_exact_match_hidden(hidden.detach(), head.detach(), batch["input_ids"],
+                                                   batch["answer_group"])
+        if total:
+            metrics["train_em"] = hit / total
+    metrics["loss"] = float(loss.detach())
+    return loss, metrics
