@@ -61,12 +61,13 @@ def rope_parameters(rope_type: str, theta: float, factor: float | None = None,
 
 
 def load_model(path: str | Path, rope: dict | None = None, attn_implementation: str | None = None,
-               max_positions: int | None = None) -> torch.nn.Module:
+               max_positions: int | None = None, overrides: dict | None = None) -> torch.nn.Module:
     """Load a causal LM from a local folder (our checkpoints) or an HF id.
 
     ``rope`` replaces ``config.rope_parameters`` (e.g. YaRN at evaluation time) and
     ``max_positions`` raises ``max_position_embeddings``; both go through the
-    config passed to ``from_pretrained``, so the rotary embedding is built with them.
+    config passed to ``from_pretrained``, so the rotary embedding is built with them. ``overrides`` sets
+    other config fields the same way (e.g. ``attention_dropout``); an unknown field is a ValueError.
     """
     p = Path(path)
     if not p.exists() and (str(path).startswith((".", "/")) or "runs" in p.parts):
@@ -80,6 +81,10 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
         cfg.rope_parameters = rope
     if max_positions is not None:
         cfg.max_position_embeddings = max(cfg.max_position_embeddings, max_positions)
+    for k, v in (overrides or {}).items():
+        if not hasattr(cfg, k):
+            raise ValueError(f"overrides: {type(cfg).__name__} has no field {k!r}")
+        setattr(cfg, k, v)
     cfg.use_cache = False
     kwargs: dict = {"config": cfg}
     if attn_implementation:

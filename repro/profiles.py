@@ -298,6 +298,57 @@ class LongRecipeConfig:
     """lm-evaluation-harness tasks for general abilities (paper: mmlu, gsm8k, humaneval; empty: stand-ins)."""
 
 
+RP_MAIN_ARMS: tuple[str, ...] = ("rp_standard", "rp_longce", "rp_pose", "rp_cyclic", "rp_skip", "rp_skip_longce")
+"""Self-distillation Tables 1-5: Standard (full-length training), LongCE, PoSE, cyclic, skip, skip + LongCE."""
+RP_ABLATION_ARMS: tuple[str, ...] = (
+    "rp_standard_early", "rp_skip_early", "rp_fwd_kl", "rp_clm", "rp_fixed_skip", "rp_dropout", "rp_attn_noise",
+    "rp_y050", "rp_y200", "rp_nope", "rp_dilation", "rp_chunk_perm", "rp_lam020", "rp_lam050", "rp_lam200")
+"""Self-distillation Tables 8-11 (all at the early checkpoint): Baseline and Ours at it, then the controls."""
+
+
+@dataclass(frozen=True)
+class SelfDistillConfig:
+    """RoPE-perturbed self-distillation (its §2-3): the arms of its comparison and what they share.
+
+    Every arm continues the base at the target window on full-length rows (the standard view is FLT's data)
+    with the same raised RoPE base, precision and schedule (``extend``'s steps, batch, lr); the arms differ
+    only in the objective (:mod:`repro.methods.arms`, ``RP_ARMS``)."""
+
+    rope_theta: float = 64_000.0
+    """RoPE base of every arm (ABF, as the paper raises Llama-3's 5e5 to 8e6 = 16x for an 8x longer window; at
+    4x we raise by 16^(2/3) = 6.4x: 1e4 -> 6.4e4)."""
+    bf16: bool = True
+    """bf16 autocast for every arm (the paper trains in bf16; 1.8x the fp32 steps/s at 1024, ``TB-Throughput``)."""
+    main_arms: tuple[str, ...] = RP_MAIN_ARMS
+    """Arms of the main tables (RP-Tab1/2, 4/5, 14, 15, Fig1a, Fig2), trained ``extend.steps`` steps."""
+    replicate_arms: tuple[str, ...] = ("rp_standard", "rp_skip")
+    """Main arms also trained with extra training seeds (``extend.seed_replicates`` in all)."""
+    ablation_arms: tuple[str, ...] = RP_ABLATION_ARMS
+    """Arms of the ablation tables (RP-Tab8-11), trained on the main schedule and stopped at ``ablation_steps``."""
+    matched_arms: tuple[str, ...] = ("rp_standard_matched",)
+    """RP-Fig4's compute-matched Standard (empty: no RP-Fig4 training)."""
+    ablation_steps: int = 40
+    """The ablations' early checkpoint (the paper: step 200 of 1000, 20%)."""
+    matched_steps_ratio: float = 1.5
+    """RP-Fig4: Standard trained this many times ``extend.steps`` (the skip arm's expected step-time ratio)."""
+    curve_every: int = 50
+    """RP-Fig4: steps between the checkpoints evaluated along the way (Standard-long and skip)."""
+    longce_window: int = 256
+    """LongCE short-context length (official: 4096 at 64K-class training; here the base window) ..."""
+    longce_stride: int = 64
+    """... and the stride of its sliding windows (official 1024: a quarter of the window)."""
+    eval_lengths: tuple[int, ...] = (512, 1024)
+    """Lengths of the RULER and NIAH-position grid of the main arms (the paper: half the target and the target)."""
+    yarn_factors: tuple[float, ...] = (2.0, 4.0)
+    """RP-Tab4/5: YaRN at these multiples of the target."""
+    yarn_samples: int = 4
+    """Prompts per (task, depth) cell of the YaRN columns."""
+    ablation_samples: int = 16
+    """Prompts per (task, depth) cell of the ablations' RULER grid at the target."""
+    cost_steps: int = 6
+    """RP-Cost: timed steps per arm (interleaved rounds) of the step-time benchmark."""
+
+
 @dataclass(frozen=True)
 class Profile:
     """Everything a run needs; the name keys run directories and the figures index."""
@@ -318,6 +369,8 @@ class Profile:
     """Evaluation grid."""
     longrecipe: LongRecipeConfig = field(default_factory=LongRecipeConfig)
     """LongRecipe arms, analysis, replay and merging."""
+    selfdistill: SelfDistillConfig = field(default_factory=SelfDistillConfig)
+    """RoPE-perturbed self-distillation arms, ablations and their evaluation."""
 
     def override(self, **sections: dict[str, Any]) -> "Profile":
         """A copy with fields replaced, e.g. ``p.override(extend={"steps": 10})``."""
@@ -325,7 +378,7 @@ class Profile:
         for sec, values in sections.items():
             if sec not in {f.name for f in dataclasses.fields(self)} or sec == "name":
                 raise ValueError(f"unknown profile section {sec!r}; "
-                                 "allowed: corpus, tokenizer, model, base, extend, eval, longrecipe")
+                                 "allowed: corpus, tokenizer, model, base, extend, eval, longrecipe, selfdistill")
             cur = getattr(out, sec)
             names = {f.name for f in dataclasses.fields(cur)}
             bad = set(values) - names
@@ -354,6 +407,11 @@ SMOKE = Profile(
                                 anchor_min_count=1,
                                 pos_bins=4, replay_methods=("longrecipe",), eval_samples=1, yarn_samples=1,
                                 short_lm_windows=4),
+    selfdistill=SelfDistillConfig(rope_theta=40_000.0, bf16=False, replicate_arms=("rp_skip",), ablation_steps=2,
+                                  ablation_arms=("rp_standard_early", "rp_skip_early", "rp_clm", "rp_dropout",
+                                                 "rp_attn_noise", "rp_nope"),
+                                  curve_every=2, longce_window=192, longce_stride=48, eval_lengths=(384,),
+                                  yarn_factors=(2.0,), yarn_samples=1, ablation_samples=1, cost_steps=1),
 )
 """CI: proves every code path runs in seconds; asserts structure, not science."""
 
@@ -375,6 +433,9 @@ PAPER = Profile(
     eval=EvalConfig(lengths=(8192, 16_384, 32_768, 65_536, 81_920, 163_840), depths=tuple(i / 10 for i in range(11)),
                     samples=50, batch_size=1),
     longrecipe=LongRecipeConfig(general_benchmarks=("mmlu", "gsm8k", "humaneval")),
+    selfdistill=SelfDistillConfig(rope_theta=8_000_000.0, replicate_arms=(), ablation_steps=20, curve_every=26,
+                                  longce_window=4096, longce_stride=1024, eval_lengths=(40_960, 81_920),
+                                  yarn_samples=50, ablation_samples=50),
 )
 """LongRecipe Table 6 (Llama3-8B-Instruct, 80K target): 24K-token samples for the
 position-transform methods, dynamic-NTK factor 10 (RoPE base 48.9M), batch 96,
@@ -464,6 +525,23 @@ def validate(p: Profile) -> Profile:
         raise ValueError(f"longrecipe.anchor_enrichment={lr.anchor_enrichment}; allowed: > 0")
     if len(lr.merge_lambdas) != 2 or any(x < 0 for x in lr.merge_lambdas) or sum(lr.merge_lambdas) <= 0:
         raise ValueError(f"longrecipe.merge_lambdas={lr.merge_lambdas}; allowed: two weights >= 0, not both 0")
+    sd = p.selfdistill
+    if sd.rope_theta <= 0 or not 1 <= sd.ablation_steps <= e.steps or sd.matched_steps_ratio < 1 \
+            or sd.curve_every < 1:
+        raise ValueError(f"selfdistill.rope_theta={sd.rope_theta}, ablation_steps={sd.ablation_steps}, "
+                         f"matched_steps_ratio={sd.matched_steps_ratio}, curve_every={sd.curve_every}; allowed: "
+                         f"rope_theta > 0, 1 <= ablation_steps <= extend.steps={e.steps}, ratio >= 1, curve_every >= 1")
+    if not 2 <= sd.longce_window <= e.target_window or not 1 <= sd.longce_stride <= sd.longce_window:
+        raise ValueError(f"selfdistill.longce_window={sd.longce_window}, longce_stride={sd.longce_stride}; allowed: "
+                         f"2 <= window <= extend.target_window={e.target_window}, 1 <= stride <= window")
+    if set(sd.replicate_arms) - set(sd.main_arms):
+        raise ValueError(f"selfdistill.replicate_arms={sd.replicate_arms}; allowed: arms of selfdistill.main_arms")
+    if any(n > e.target_window or n < 1 for n in sd.eval_lengths) or any(f < 1 for f in sd.yarn_factors) \
+            or sd.yarn_samples < 1 or sd.ablation_samples < 1 or sd.cost_steps < 1:
+        raise ValueError(f"selfdistill.eval_lengths={sd.eval_lengths}, yarn_factors={sd.yarn_factors}, "
+                         f"yarn_samples={sd.yarn_samples}, ablation_samples={sd.ablation_samples}, "
+                         f"cost_steps={sd.cost_steps}; allowed: lengths in 1..extend.target_window, factors >= 1, "
+                         "counts >= 1")
     if e.target_window not in ev.lengths:
         raise ValueError(f"extend.target_window={e.target_window} must be one of eval.lengths={ev.lengths}")
     if ev.samples < 1 or ev.batch_size < 1:

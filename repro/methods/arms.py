@@ -4,7 +4,8 @@ An arm name is ``<extension arm>[+<stage>][@seed<k>]``:
 
 - the extension arm is a key of :data:`EXTENSION_METHODS` (``flt``, ``pose``, ``rpes``,
   ``longrecipe``, ``longrecipe_wo_t``, ``longrecipe_random_t``) or ``longrecipe_r<percent>``
-  (LongRecipe at that token ratio, Table 4), or ``base`` (the base model itself);
+  (LongRecipe at that token ratio, Table 4), a self-distillation arm of :data:`RP_ARMS` (``rp_skip``,
+  ``rp_standard``, ...; no replay or merge stage), or ``base`` (the base model itself);
 - the stage suffix is ``+replay`` (LongRecipe §4.3 pretraining-data replay) or ``+merge``
   (the replayed model merged with the base, Eq. 8);
 - the training-seed suffix ``@seed<k>`` (``k >= 1``) names the k-th extra training run of the same
@@ -20,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from repro.methods.extension import ExtensionSpec
+from repro.methods.selfdistill import SelfDistillSpec
 
 EXTENSION_METHODS: dict[str, ExtensionSpec] = {
     "flt": ExtensionSpec("identity", None),
@@ -32,6 +34,56 @@ EXTENSION_METHODS: dict[str, ExtensionSpec] = {
 """Named extension arms (LongRecipe §5.1 and Table 3). ``pose``, ``rpes`` and the LongRecipe arms
 use ``longrecipe.sample_ratio`` of the target per sample; the ratio sweep of Table 4 adds
 ``longrecipe_r<percent>`` (see :func:`extension_spec`)."""
+
+@dataclass(frozen=True)
+class RPArm:
+    """A self-distillation arm: its objective and its schedule."""
+
+    spec: SelfDistillSpec
+    """The objective (:class:`repro.methods.selfdistill.SelfDistillSpec`)."""
+    schedule: str = "main"
+    """``main`` (``extend.steps``), ``early`` (stopped at ``selfdistill.ablation_steps``) or ``matched``
+    (``selfdistill.matched_steps_ratio`` x the steps, checkpoints kept along the way: RP-Fig4)."""
+    paper: str = ""
+    """The paper's row it stands for."""
+    curve: bool = False
+    """Keep a checkpoint every ``selfdistill.curve_every`` steps for RP-Fig4 (accuracy vs wall-clock)."""
+
+
+_SD = SelfDistillSpec()
+_STANDARD = SelfDistillSpec(consistency="none")
+RP_ARMS: dict[str, RPArm] = {
+    "rp_standard": RPArm(_STANDARD, paper="Standard"),
+    "rp_longce": RPArm(_STANDARD.with_(longce=True), paper="LongCE"),
+    "rp_pose": RPArm(_STANDARD.with_(standard_clm=False), paper="PoSE (CLM on the skip view)"),
+    "rp_cyclic": RPArm(_SD.with_(view="cyclic"), paper="Ours (cyclic shift)"),
+    "rp_skip": RPArm(_SD, paper="Ours (skip)", curve=True),
+    "rp_skip_longce": RPArm(_SD.with_(longce=True), paper="Ours (skip) + LongCE"),
+    "rp_standard_matched": RPArm(_STANDARD, "matched", "Standard, compute-matched (Fig. 4)", curve=True),
+    "rp_standard_early": RPArm(_STANDARD, "early", "Baseline"),
+    "rp_skip_early": RPArm(_SD, "early", "Ours"),
+    "rp_fwd_kl": RPArm(_SD.with_(direction="forward"), "early", "w/ forward KL"),
+    "rp_clm": RPArm(_SD.with_(consistency="clm"), "early", "w/ CLM"),
+    "rp_fixed_skip": RPArm(_SD.with_(fixed_split=True), "early", "w/o random skip (s = y = L/2)"),
+    "rp_dropout": RPArm(SelfDistillSpec(view="none", perturbation="dropout"), "early", "Dropout"),
+    "rp_attn_noise": RPArm(SelfDistillSpec(view="none", perturbation="attention_noise"), "early", "Attention noise"),
+    "rp_y050": RPArm(_SD.with_(max_skip=0.5), "early", "Y = L/2"),
+    "rp_y200": RPArm(_SD.with_(max_skip=2.0), "early", "Y = 2L"),
+    "rp_nope": RPArm(_SD.with_(view="nope"), "early", "NoPE"),
+    "rp_dilation": RPArm(_SD.with_(view="dilation"), "early", "Random dilation [0.5, 2]"),
+    "rp_chunk_perm": RPArm(_SD.with_(view="chunk_permutation"), "early", "Chunked permutation"),
+    "rp_lam020": RPArm(_SD.with_(lam=0.2), "early", "lambda = 0.2"),
+    "rp_lam050": RPArm(_SD.with_(lam=0.5), "early", "lambda = 0.5"),
+    "rp_lam200": RPArm(_SD.with_(lam=2.0), "early", "lambda = 2"),
+}
+"""The self-distillation comparison (Tables 1-5, 8-11, Fig. 4): every arm trains on full-length rows at the
+target with ``selfdistill.rope_theta``; ``rp_standard`` is FLT with that RoPE base (the paper's Standard)."""
+
+
+def rp_arm(name: str) -> RPArm | None:
+    """The :class:`RPArm` of a self-distillation arm name (replicate suffix allowed), else None."""
+    return RP_ARMS.get(split_seed(name)[0])
+
 
 RATIO_PREFIX = "longrecipe_r"
 """Prefix of the token-ratio arms (``longrecipe_r20``: LongRecipe with 20% of the target per sample)."""
@@ -85,7 +137,8 @@ def ratio_of(arm: str) -> int | None:
 
 def _unknown(name: str) -> ValueError:
     return ValueError(f"unknown arm {name!r}; allowed: {BASE}, {', '.join(EXTENSION_METHODS)}, "
-                      f"{RATIO_PREFIX}<percent> (1..100), each extension arm optionally followed by "
+                      f"{RATIO_PREFIX}<percent> (1..100), {', '.join(RP_ARMS)}, each LongRecipe-style "
+                      "extension arm optionally followed by "
                       f"{' or '.join('+' + s for s in STAGES)} and then by {SEED_MARK}<k> (k >= 1)")
 
 
@@ -97,8 +150,10 @@ def parse_arm(name: str) -> ArmName:
         if plus or replicate:  # one base model: every arm's replicates extend the same base
             raise _unknown(name)
         return ArmName(BASE, "base")
-    if plus and stage not in STAGES:
+    if plus and (stage not in STAGES or arm in RP_ARMS):
         raise _unknown(name)
+    if arm in RP_ARMS:
+        return ArmName(arm, "extend", None, replicate)
     ratio = ratio_of(arm)
     if arm not in EXTENSION_METHODS and not (ratio is not None and 1 <= ratio <= 100):
         raise _unknown(name)

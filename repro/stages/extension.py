@@ -27,7 +27,13 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     from repro.models import load_model, rope_parameters
     from repro.train import Trainer, TrainConfig
 
+    from repro.methods.arms import rp_arm
+
     p = as_profile(profile)
+    if rp_arm(method) is not None:  # the self-distillation comparison has a stage of its own
+        from repro.stages.selfdistill import train_selfdistill
+
+        return train_selfdistill(p, method, run_dir, force, progress)
     rp, arm = replicate_profile(p, method)  # a training-seed replicate trains its arm at its own seed
     spec = extension_spec(arm)
     out = stage_dir(run_dir, p, f"extend-{method}", extension_key(p, method))
@@ -60,15 +66,17 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     return final
 
 
-def prepare_extension_data(p: Profile, method: str, m, run_dir: str | Path = "runs", force: bool = False) -> Path:
-    """Every training batch of arm ``method`` built once before training (cached next to the arm's stage
-    folder, same key): its data time per step becomes a read (LongRecipe selects its samples offline)."""
+def prepare_extension_data(p: Profile, method: str, m, run_dir: str | Path = "runs", force: bool = False,
+                           steps: int | None = None) -> Path:
+    """Every training batch of arm ``method`` (``steps``, default ``extend.steps``) built once before training
+    (cached next to the arm's stage folder, same key): its data time per step becomes a read (LongRecipe
+    selects its samples offline)."""
     from repro.methods.prepared import prepare_batches
 
     out = stage_dir(run_dir, p, f"data-{method}", extension_key(p, method))
     if reuse(out, "prepared.json", force) is not None:
         return out
-    return prepare_batches(m, p.extend.steps, out, workers=p.extend.data_workers)
+    return prepare_batches(m, steps or p.extend.steps, out, workers=p.extend.data_workers)
 
 
 def extension_method(p: Profile, method: str, tokenizer, corpus_rows: CorpusRows, anchors: np.ndarray | None = None,
@@ -92,7 +100,8 @@ def extension_arms(profile: Profile | str, paper: str = "all") -> tuple[str, ...
     FLT is the testbed's shared extension (every paper compares against it); LongRecipe adds its
     Table 1 and Table 3 arms and the token-ratio arms of ``longrecipe.ratios`` (Table 4). The arms in
     ``extend.replicate_arms`` follow with their training-seed replicates ``<arm>@seed1`` ... (``extend.seed_replicates``
-    seeds in all).
+    seeds in all). Self-distillation adds ``selfdistill.main_arms``, ``matched_arms`` and ``ablation_arms``, then
+    the replicates of ``selfdistill.replicate_arms``.
     """
     from repro.methods import EXTENSION_METHODS, ratio_arm
     from repro.methods.arms import SEED_MARK
@@ -106,6 +115,10 @@ def extension_arms(profile: Profile | str, paper: str = "all") -> tuple[str, ...
         arms += [n for n in (ratio_arm(r, p.longrecipe.sample_ratio) for r in p.longrecipe.ratios) if n not in arms]
     arms += [f"{a}{SEED_MARK}{k}" for a in p.extend.replicate_arms if a in arms
              for k in range(1, p.extend.seed_replicates)]
+    if includes(paper, "selfdistill"):
+        sd = p.selfdistill
+        rp = [*sd.main_arms, *sd.matched_arms, *sd.ablation_arms]
+        arms += rp + [f"{a}{SEED_MARK}{k}" for a in sd.replicate_arms for k in range(1, p.extend.seed_replicates)]
     return tuple(arms)
 
 

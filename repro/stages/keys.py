@@ -27,7 +27,12 @@ def _spec_key(p: Profile, method: str) -> dict:
     """What of an arm's spec changes its result (defaults of later fields are left out so that
     earlier caches stay valid)."""
     from repro.methods import ExtensionSpec, extension_spec
+    from repro.methods.arms import rp_arm
 
+    if (arm := rp_arm(method)) is not None:
+        sd = dataclasses.asdict(p.selfdistill)
+        used = ("rope_theta", "bf16", "ablation_steps", "matched_steps_ratio", "longce_window", "longce_stride")
+        return {"rp": dataclasses.asdict(arm.spec), "schedule": arm.schedule, "selfdistill": {k: sd[k] for k in used}}
     spec = extension_spec(method)
     key = {"transform": spec.transform, "sample_len": spec.sample_len, "params": spec.params}
     default = ExtensionSpec()

@@ -21,10 +21,17 @@ def _threads(workers: int) -> int:
     return 1 if workers > 1 else 0
 
 
-def _cost(p: Profile, name: str) -> int:
+def _cost(p: Profile, name: str) -> float:
+    """Relative training cost of an arm (tokens per step x steps x passes), to start the longest first."""
     from repro.methods import extension_spec
-    from repro.methods.arms import split_seed
+    from repro.methods.arms import rp_arm, split_seed
 
+    if (arm := rp_arm(name)) is not None:
+        from repro.stages.selfdistill import rp_steps
+
+        s = arm.spec
+        passes = 1.0 if s.consistency == "none" or s.lam == 0 else 1.5 if s.view == "skip" and s.shared_prefix else 2.0
+        return p.extend.target_window * passes * (1.5 if s.longce else 1.0) * rp_steps(p, name) / p.extend.steps
     spec = extension_spec(split_seed(name)[0])
     return spec.resolve_len(p.extend.target_window, p.longrecipe.sample_ratio)
 
@@ -37,14 +44,14 @@ def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path
     are those of a serial run.
     """
     from repro.methods import extension_spec
-    from repro.methods.arms import split_seed
+    from repro.methods.arms import rp_arm, split_seed
     from repro.stages.analysis import impactful_tokens
     from repro.stages.base import train_base
 
     p = as_profile(profile)
     w = workers or p.extend.workers
     train_base(p, run_dir, progress=progress)
-    needs = {n: extension_spec(split_seed(n)[0]).selection == "anchors" for n in names}
+    needs = {n: rp_arm(n) is None and extension_spec(split_seed(n)[0]).selection == "anchors" for n in names}
     out: dict[str, Path] = {}
     for group in ([n for n in names if not needs[n]], [n for n in names if needs[n]]):
         if not group:
