@@ -4,6 +4,8 @@
   lengths) and LongRecipe's replay stream (its last stage);
 - :mod:`repro.methods.extension`: context extension by a position transform (FLT, PoSE, RPES,
   LongRecipe and its ablations);
+- :mod:`repro.methods.longce`: LongCE's loss (Fang et al., 2025; as the official LongPPL code computes
+  it): short-window losses, the clipped weights and the weighted CLM step, for a method's ``loss`` hook;
 - :mod:`repro.methods.arms`: the names of the trained arms (``pose``, ``longrecipe_r20``,
   ``flt+replay``, ...) and the one parser for them.
 
