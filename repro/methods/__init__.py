@@ -7,6 +7,8 @@
 - :mod:`repro.methods.selfdistill`: RoPE-perturbed self-distillation and its controls (views in
   :mod:`repro.positions.views`, the two passes in :mod:`repro.methods.two_view`, non-index perturbations
   in :mod:`repro.methods.perturb`);
+- :mod:`repro.methods.longce`: LongCE's loss (Fang et al., 2025; as the official LongPPL code computes
+  it): short-window losses, the clipped weights and the weighted CLM step, for a method's ``loss`` hook;
 - :mod:`repro.methods.arms`: the names of the trained arms (``pose``, ``longrecipe_r20``,
   ``flt+replay``, ...) and the one parser for them.
 

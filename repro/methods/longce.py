@@ -1,0 +1,352 @@
+"""LongCE (Fang et al., 2025): the CLM loss with each target reweighted by how much the long context helps it.
+
+The weight of target ``t`` is ``w_t = min(exp(loss_short_t - loss_full_t), max_weight)``: the ratio of the
+probability the model gives the target with the whole row before it to the one it gives with a short context
+only. Targets the long context makes predictable get up to ``max_weight`` (5) times the gradient; targets the
+short context predicts as well get about 1; targets the long context hurts get less than 1 (there is no lower
+clip). The weights come from the model being trained (no second model) and carry no gradient.
+
+What the official code does (PKU-ML/LongPPL, ``finetune/finetune.py``: the function ``loss_weight`` and the
+``longce`` branch of the training loop in ``main``), and what this module matches:
+
+* **Full pass.** One forward of the row with gradients; its per-target cross-entropy ``loss_full``.
+* **Short windows.** ``for start in range(0, T - trunc_len, internal)``, with ``trunc_len`` = 4096 (our
+  :attr:`LongCEConfig.window`) and ``internal`` = 1024 (:attr:`LongCEConfig.stride`): the slice
+  ``input_ids[start : start + window + stride]`` (cut at the row's end for the last window) is run through the
+  same model on its own, and only its last ``stride`` targets are scored, i.e. the tokens
+  ``start + window .. start + window + stride - 1``. Each scored target thus sees between ``window`` and
+  ``window + stride - 1`` tokens of context; every target from token ``window`` to the row's end is scored by
+  exactly one window.
+* **Positions inside a window** are ``0 .. L-1``: the official code calls the model on the slice without
+  ``position_ids``, so each window reads as a fresh short sequence with plain causal attention. We pass those
+  positions explicitly with an all-ones ``attention_mask`` (the masking policy of :mod:`repro.models`). For the
+  RoPE families this equals the row's own positions up to rounding (attention sees only position differences;
+  transformers computes the RoPE angles in float32, so a shift costs ~1e-10 relative even in float64).
+* **No gradient, model as it is.** The windows run under ``torch.no_grad()`` in the model's current mode
+  (``train`` during training: the official loop calls ``model.train()`` once and never switches to ``eval`` for
+  the windows; dropout, if the model had any, would apply to them too).
+* **Which targets keep weight 1.** Tokens ``1 .. window - 1`` (the first ``window - 1`` targets) are never
+  scored and keep weight exactly 1. The first window (``start = 0``) is a prefix of the row, so its scored
+  targets see the same context as in the full pass and get ``exp(0) = 1`` up to rounding: in effect the first
+  ``window + stride - 1`` targets have weight 1. We compute that first window too, as the official code does.
+* **Reduction.** ``torch.mean(loss_full * w)``: a plain mean over the row's targets, *not* divided by the
+  weights' sum, so the loss (and the gradient's scale) grows with the mean weight.
+
+Where we generalise (the official code trains one row per step, batch size 1, with every token weighted 1):
+rows of a batch are scored independently (the official ``loss_weight`` reads row 0 only), and our per-token data
+weights ``d`` (answers 1, context 0.05; :func:`repro.loss.chunked_clm_loss`) enter as
+``sum_t d_t w_t ce_t / sum_t d_t``, which is the official mean when every ``d_t`` is 1. Packed rows
+(``doc_ids``) keep their document masks inside a window, and the positions of the window's first (cut)
+document are shifted to start at 0 as above; later documents keep their own restarting positions.
+
+What differs from the papers' text, and why we follow the code: read literally, a "short-context reference
+length" of 4K (RoPE-perturbed self-distillation, App. A.2, after Fang et al.) is a context of exactly that many
+tokens before each target; the official code approximates it with the strided windows above (context ``window``
+to ``window + stride - 1`` tokens, hence App. A.2's "sliding window of 1K"), leaves the first targets at weight 1
+and takes the undivided mean. This reproduction computes LongCE as the official LongPPL code does, so all three
+follow the code. One option names the alternative reduction: ``LongCEConfig(reduction="weighted_mean")``
+divides by ``sum_t d_t w_t`` instead (a normalised weighted mean); there is no option for exact per-target
+contexts (one forward per target).
+
+Cost: the windows are forward passes only, over about ``(T - window) / stride * (window + stride)`` tokens per
+row (for the tiny profile's 1024-token rows, window 256 and stride 64: 12 windows of 320 tokens, 3.75x the
+row), under ``no_grad``; the full pass additionally evaluates the LM head once more without gradient to get
+``loss_full`` before the weighted loss (:func:`per_token_ce`). Measured on a 2-core CPU, one thread, fp32, batch
+8 x 1024 of a 1M-parameter Llama (hidden 128, 3 layers, vocabulary 2048), window 256 and stride 64: the windows
+take 0.6-0.8x the time of one :func:`repro.train.clm_step` forward + backward, a whole LongCE step 1.6-1.85x.
+"""
+
+from __future__ import annotations
+
+import inspect
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from repro.loss import chunked_clm_loss, weighted_clm_loss
+from repro.models import forward, forward_hidden, plain_head_weight
+from repro.train import answer_exact_match, answer_exact_match_hidden
+
+REDUCTIONS: tuple[str, ...] = ("mean", "weighted_mean")
+"""``mean``: the official undivided mean ``sum d w ce / sum d``; ``weighted_mean``: ``sum d w ce / sum d w``."""
+
+
+@dataclass(frozen=True)
+class LongCEConfig:
+    """LongCE's settings; the defaults are the official code's (64K-class training of 7-8B models)."""
+
+    window: int = 4096
+    """Short-context length: a scored target sees between ``window`` and ``window + stride - 1`` tokens in its
+    short pass, and the first ``window - 1`` targets of a row are never scored (weight 1). Official: 4096."""
+    stride: int = 1024
+    """Distance between window starts, and the number of targets each window scores. Official: 1024."""
+    max_weight: float = 5.0
+    """Upper clip of ``exp(loss_short - loss_full)`` (no lower clip). Official: 5."""
+    reduction: str = "mean"
+    """``mean`` (official): ``sum_t d_t w_t ce_t / sum_t d_t`` over the batch's targets (``d``: the data's token
+    weights), not divided by the LongCE weights' sum; ``weighted_mean``: divided by ``sum_t d_t w_t`` instead."""
+
+    def __post_init__(self):
+        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 2:
+            raise ValueError(f"window={self.window!r}; allowed: an integer >= 2 tokens")
+        if isinstance(self.stride, bool) or not isinstance(self.stride, int) or not 1 <= self.stride <= self.window:
+            raise ValueError(f"stride={self.stride!r}; allowed: an integer with 1 <= stride <= window={self.window}")
+        if not self.max_weight > 0:
+            raise ValueError(f"max_weight={self.max_weight!r}; allowed: > 0")
+        if self.reduction not in REDUCTIONS:
+            raise ValueError(f"reduction={self.reduction!r}; allowed: {', '.join(REDUCTIONS)}")
+
+    @classmethod
+    def scaled(cls, base_window: int, **overrides) -> "LongCEConfig":
+        """The official ratio at another scale: ``window`` = the base model's training window, ``stride`` = a
+        quarter of it (official: 4096 and 1024 for a 4K base). The tiny profile (base window 256, target 1024)
+        gives window 256, stride 64; ``overrides`` set any other field."""
+        if isinstance(base_window, bool) or not isinstance(base_window, int) or base_window < 2:
+            raise ValueError(f"base_window={base_window!r}; allowed: an integer >= 2 tokens")
+        return cls(**{"window": base_window, "stride": max(1, base_window // 4), **overrides})
+
+
+def window_plan(seq_len: int, cfg: LongCEConfig) -> list[tuple[int, int]]:
+    """``(start, scored)`` of each short window of a row of ``seq_len`` tokens, in the official order: the
+    window holds tokens ``start .. start + window + scored - 1`` and scores its last ``scored`` targets
+    (``scored`` = ``stride``, fewer for the last window). Empty when ``seq_len <= window``."""
+    return [(s, min(cfg.stride, seq_len - s - cfg.window)) for s in range(0, seq_len - cfg.window, cfg.stride)]
+
+
+def scored_mask(batch: int, seq_len: int, cfg: LongCEConfig, device=None) -> torch.Tensor:
+    """(B, T-1) bool: which targets get a short-context score (targets ``window - 1 ..`` in the (B, T-1)
+    convention of :func:`short_context_losses`)."""
+    mask = torch.zeros(batch, max(seq_len - 1, 0), dtype=torch.bool, device=device)
+    mask[:, cfg.window - 1:] = seq_len > cfg.window
+    return mask
+
+
+def _head_ce(h: torch.Tensor, weight: torch.Tensor, y: torch.Tensor, chunk: int,
+             compute_dtype: torch.dtype) -> torch.Tensor:
+    """Per-row cross-entropy of ``h @ weight^T`` (N, V) against ``y`` (N,), ``chunk`` rows at a time, the
+    same arithmetic as :func:`repro.loss.chunked_clm_loss` (fp32 log-softmax; fp64 for fp64 inputs)."""
+    acc = torch.float64 if h.dtype == torch.float64 else torch.float32
+    out = torch.empty(len(y), dtype=acc, device=h.device)
+    wc = weight.to(compute_dtype)
+    for s in range(0, len(y), chunk):
+        logp = torch.log_softmax((h[s:s + chunk].to(compute_dtype) @ wc.T).to(acc), -1)
+        out[s:s + chunk] = -logp.gather(1, y[s:s + chunk, None]).squeeze(1)
+    return out
+
+
+@torch.no_grad()
+def per_token_ce(hidden: torch.Tensor, head_weight: torch.Tensor, input_ids: torch.Tensor, chunk: int = 2048,
+                 compute_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """(B, T-1) per-target cross-entropy from the final hidden states (B, T, H) and a plain head (V, H), no
+    gradient, never more than ``chunk`` rows of logits at once: entry ``t`` is the loss of ``input_ids[:, t+1]``
+    predicted from position ``t`` (the per-token output of :func:`repro.loss.weighted_clm_loss`)."""
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk}; allowed: >= 1 target tokens")
+    B, T, H = hidden.shape
+    ce = _head_ce(hidden[:, :-1].reshape(-1, H), head_weight, input_ids[:, 1:].reshape(-1), chunk,
+                  compute_dtype or hidden.dtype)
+    return ce.view(B, T - 1)
+
+
+def _window_positions(position_ids: torch.Tensor | None, doc_ids: torch.Tensor | None, start: int,
+                      length: int, batch: int, device) -> torch.Tensor:
+    """Positions of one window: ``0 .. length-1`` for plain rows (the official numbering); for rows with their
+    own positions, shifted so the window's first (cut) document starts at 0, later documents unchanged."""
+    if position_ids is None:
+        return torch.arange(length, device=device).expand(batch, length)
+    p = position_ids[:, start:start + length]
+    if doc_ids is None:
+        return p - p[:, :1]
+    d = doc_ids[:, start:start + length]
+    first = (d == d[:, :1]).long().cumprod(-1).bool()
+    return torch.where(first, p - p[:, :1], p)
+
+
+def _accepts_logits_to_keep(model: torch.nn.Module) -> bool:
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _autocast(input_ids: torch.Tensor, bf16: bool):
+    device = "cpu" if input_ids.device.type == "cpu" else "cuda"
+    return torch.autocast(device, dtype=torch.bfloat16) if bf16 else nullcontext()
+
+
+@torch.no_grad()
+def short_context_losses(model: torch.nn.Module, input_ids: torch.Tensor, cfg: LongCEConfig,
+                         doc_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+                         chunk: int = 2048, bf16: bool = False, chunked: bool = True,
+                         max_pass_tokens: int = 16384) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each target's loss under a short context, computed by ``model`` itself from the official sliding windows
+    (module docstring; :func:`window_plan`), without gradient and in the model's current mode.
+
+    Returns ``(loss_short, mask)``, both (B, T-1): entry ``t`` is target ``input_ids[:, t+1]`` predicted from
+    position ``t``; ``mask`` is True where a short score exists (``t >= window - 1`` when ``T > window``), and
+    ``loss_short`` is 0 elsewhere. Rows are scored independently.
+
+    ``doc_ids``/``position_ids``: as given to the full pass (None for plain rows); a window keeps the rows'
+    document masks and numbers its positions from 0 (:func:`_window_positions`). ``bf16``: autocast the windows'
+    forward and the head's matmuls as :func:`repro.train.clm_step` does. ``chunked`` (default): the loss comes
+    from the final hidden states and the plain head (:func:`repro.models.plain_head_weight`), ``chunk`` targets
+    of logits at a time, only at the scored positions; models without a plain head (or ``chunked=False``) use
+    the model's logits of each window (only the scored positions when the model takes ``logits_to_keep``).
+    ``max_pass_tokens``: windows are stacked into one forward up to this many tokens (at least one window of
+    the whole batch per forward); it changes the cost, not the result beyond rounding.
+    """
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}; allowed: (batch, tokens)")
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk}; allowed: >= 1 target tokens")
+    if max_pass_tokens < 1:
+        raise ValueError(f"max_pass_tokens={max_pass_tokens}; allowed: >= 1")
+    B, T = input_ids.shape
+    device = input_ids.device
+    head = plain_head_weight(model) if chunked else None
+    keep_arg = head is None and _accepts_logits_to_keep(model)
+    compute_dtype = torch.bfloat16 if bf16 else None
+    loss = None
+    mask = scored_mask(B, T, cfg, device)
+    plan = window_plan(T, cfg)
+    groups: dict[int, list[int]] = {}
+    for start, n in plan:
+        groups.setdefault(n, []).append(start)
+    for n, starts in groups.items():
+        L = cfg.window + n
+        per_pass = max(1, max_pass_tokens // (B * L))
+        for i in range(0, len(starts), per_pass):
+            part = starts[i:i + per_pass]
+            ids = torch.cat([input_ids[:, s:s + L] for s in part])
+            pos = torch.cat([_window_positions(position_ids, doc_ids, s, L, B, device) for s in part])
+            docs = None if doc_ids is None else torch.cat([doc_ids[:, s:s + L] for s in part])
+            y = ids[:, cfg.window:]
+            with _autocast(input_ids, bf16):
+                if head is not None:
+                    hidden = forward_hidden(model, ids, pos, docs)
+                    h = hidden[:, cfg.window - 1:L - 1]
+                    ce = _head_ce(h.reshape(-1, h.shape[-1]), head, y.reshape(-1), chunk,
+                                  compute_dtype or hidden.dtype).view(len(ids), n)
+                else:
+                    kwargs = {"logits_to_keep": n + 1} if keep_arg else {}
+                    logits = forward(model, ids, pos, docs, **kwargs).logits[:, -(n + 1):-1]
+                    logits = logits if logits.dtype == torch.float64 else logits.float()
+                    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                                         reduction="none").view(len(ids), n)
+            if loss is None:
+                loss = torch.zeros(B, T - 1, dtype=ce.dtype, device=device)
+            for j, s in enumerate(part):
+                loss[:, s + cfg.window - 1:s + cfg.window - 1 + n] = ce[j * B:(j + 1) * B]
+    if loss is None:
+        param = next(model.parameters(), None)
+        dtype = torch.float64 if param is not None and param.dtype == torch.float64 else torch.float32
+        loss = torch.zeros(B, max(T - 1, 0), dtype=dtype, device=device)
+    return loss, mask
+
+
+@torch.no_grad()
+def longce_weights(loss_short: torch.Tensor, loss_full: torch.Tensor, mask: torch.Tensor,
+                   max_weight: float = 5.0) -> torch.Tensor:
+    """(B, T-1) detached LongCE weights: ``min(exp(loss_short - loss_full), max_weight)`` where ``mask`` is True
+    (no lower clip), exactly 1 elsewhere; in ``loss_full``'s dtype."""
+    if not max_weight > 0:
+        raise ValueError(f"max_weight={max_weight!r}; allowed: > 0")
+    if loss_short.shape != loss_full.shape or mask.shape != loss_full.shape:
+        raise ValueError(f"shapes differ: loss_short {tuple(loss_short.shape)}, loss_full "
+                         f"{tuple(loss_full.shape)}, mask {tuple(mask.shape)}; allowed: all (B, T-1)")
+    full = loss_full.detach()
+    w = torch.exp(loss_short.detach().to(full.dtype) - full).clamp(max=max_weight)
+    return torch.where(mask, w, torch.ones_like(w))
+
+
+def _check_reduction(reduction: str) -> None:
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction={reduction!r}; allowed: {', '.join(REDUCTIONS)}")
+
+
+def longce_loss(hidden: torch.Tensor, head_weight: torch.Tensor, input_ids: torch.Tensor, weights: torch.Tensor,
+                longce_w: torch.Tensor, chunk: int = 2048, compute_dtype: torch.dtype | None = None,
+                reduction: str = "mean") -> torch.Tensor:
+    """The LongCE loss from the final hidden states (B, T, H) and a plain head (V, H), on the chunked path.
+
+    ``weights`` (B, T): the data's token weights ``d`` as in :func:`repro.loss.chunked_clm_loss` (``weights[:, t]``
+    weighs target ``input_ids[:, t]``); ``longce_w`` (B, T-1): the LongCE weights ``w`` of
+    :func:`longce_weights` (treated as constants). ``reduction="mean"`` (official) returns
+    ``sum_t d_t w_t ce_t / sum_t d_t``: the official ``torch.mean(loss_full * w)`` when every ``d_t`` is 1, NOT
+    divided by the LongCE weights' sum; ``"weighted_mean"`` divides by ``sum_t d_t w_t``. Computed as
+    :func:`repro.loss.chunked_clm_loss` with token weights ``d * w`` (its normalised mean), rescaled by the
+    constant ``sum d w / sum d``, so the gradients are those of the formula exactly; with all ``w`` = 1 it is
+    :func:`~repro.loss.chunked_clm_loss`'s own value.
+    """
+    _check_reduction(reduction)
+    B, T = input_ids.shape
+    if tuple(longce_w.shape) != (B, T - 1):
+        raise ValueError(f"longce_w has shape {tuple(longce_w.shape)}; allowed: (B, T-1) = {(B, T - 1)}")
+    lw = longce_w.detach()
+    dt = torch.promote_types(weights.dtype, lw.dtype)
+    d = weights.detach().to(dt)
+    combined = torch.cat([d[:, :1], d[:, 1:] * lw.to(dt)], 1)
+    loss = chunked_clm_loss(hidden, head_weight, input_ids, combined, chunk, compute_dtype)
+    if reduction == "weighted_mean":
+        return loss
+    scale = combined[:, 1:].sum().clamp_min(1e-8) / d[:, 1:].sum().clamp_min(1e-8)
+    return loss * scale.to(loss.dtype)
+
+
+def longce_loss_from_ce(ce: torch.Tensor, weights: torch.Tensor, longce_w: torch.Tensor,
+                        reduction: str = "mean") -> torch.Tensor:
+    """:func:`longce_loss` from a per-token loss with gradient (B, T-1), e.g. the second output of
+    :func:`repro.loss.weighted_clm_loss` (the path for models without a plain head)."""
+    _check_reduction(reduction)
+    d = weights[:, 1:].detach().to(ce.dtype)
+    dw = d * longce_w.detach().to(ce.dtype)
+    return (ce * dw).sum() / (dw if reduction == "weighted_mean" else d).sum().clamp_min(1e-8)
+
+
+def longce_clm_step(model: torch.nn.Module, batch: dict[str, torch.Tensor], cfg: LongCEConfig, bf16: bool,
+                    chunked: bool = True, chunk: int = 2048,
+                    max_pass_tokens: int = 16384) -> tuple[torch.Tensor, dict[str, float]]:
+    """One batch's LongCE loss and metrics, shaped like :func:`repro.train.clm_step` (a method's ``loss`` hook).
+
+    Runs the short windows (:func:`short_context_losses`, no gradient) first, then the full forward with
+    gradients, ``loss_full`` from it, the weights and the loss (:func:`longce_loss`, or
+    :func:`longce_loss_from_ce` for models without a plain head or with ``chunked=False``). The official code
+    runs the full forward first; the order changes nothing but the memory peak (and the RNG stream, had the
+    model dropout). Metrics: ``loss``; ``longce_mean_weight`` and ``longce_clipped_fraction`` (weights at
+    ``max_weight``), both over the targets with a short score (1 and 0 when none has one); ``train_em`` when the
+    batch has ``answer_group``.
+    """
+    ids, pos, docs = batch["input_ids"], batch.get("position_ids"), batch.get("doc_ids")
+    short, mask = short_context_losses(model, ids, cfg, docs, pos, chunk=chunk, bf16=bf16, chunked=chunked,
+                                       max_pass_tokens=max_pass_tokens)
+    head = plain_head_weight(model) if chunked else None
+    metrics: dict[str, float] = {}
+    if head is not None:
+        with _autocast(ids, bf16):
+            hidden = forward_hidden(model, ids, pos, docs)
+        compute_dtype = torch.bfloat16 if bf16 else None
+        full = per_token_ce(hidden.detach(), head.detach(), ids, chunk, compute_dtype)
+        w = longce_weights(short, full, mask, cfg.max_weight)
+        loss = longce_loss(hidden, head, ids, batch["weights"], w, chunk, compute_dtype, cfg.reduction)
+        if "answer_group" in batch:
+            with torch.no_grad():
+                hit, total = answer_exact_match_hidden(hidden.detach(), head.detach(), ids, batch["answer_group"])
+            if total:
+                metrics["train_em"] = hit / total
+    else:
+        with _autocast(ids, bf16):
+            out = forward(model, ids, pos, docs)
+        _, ce = weighted_clm_loss(out.logits, ids, batch["weights"])
+        w = longce_weights(short, ce, mask, cfg.max_weight)
+        loss = longce_loss_from_ce(ce, batch["weights"], w, cfg.reduction)
+        if "answer_group" in batch:
+            hit, total = answer_exact_match(out.logits.detach(), ids, batch["answer_group"])
+            if total:
+                metrics["train_em"] = hit / total
+    scored = w[mask]
+    metrics["loss"] = float(loss.detach())
+    metrics["longce_mean_weight"] = float(scored.mean()) if scored.numel() else 1.0
+    metrics["longce_clipped_fraction"] = float((scored >= cfg.max_weight).float().mean()) if scored.numel() else 0.0
+    return loss, metrics
