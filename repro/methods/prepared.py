@@ -20,7 +20,8 @@ import numpy as np
 
 from repro.io import atomic_dir, atomic_write_json, read_json
 
-ARRAYS: tuple[str, ...] = ("input_ids", "position_ids", "weights", "doc_ids", "answer_group")
+ARRAYS: tuple[str, ...] = ("input_ids", "position_ids", "weights", "doc_ids", "answer_group",
+                           "perturbed_position_ids", "split", "kl_mask")
 """The batch arrays a prepared file holds (those the method produces)."""
 
 
