@@ -11,6 +11,7 @@ import pytest
 
 from repro.methods import (EXTENSION_METHODS, METHODS, ArmName, Extension, ExtensionSpec, get_method, parse_arm,
                            register_method)
+from repro.methods.selfdistill import SelfDistillSpec
 from repro.profiles import PROFILES
 from repro.train import OPTIONAL_HOOKS
 
@@ -34,7 +35,7 @@ def test_registry_is_filled_from_repro_methods_alone_in_a_fresh_interpreter():
             "print(int(any(k == 'repro.stages' or k.startswith('repro.stages.') for k in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     names, stages_loaded = out.stdout.split()
-    assert names == "base_curriculum,extension,replay"
+    assert names == "base_curriculum,extension,replay,selfdistill"
     assert stages_loaded == "0"  # methods know nothing of the pipeline
 
 
@@ -96,9 +97,10 @@ def test_module_level_import_graph_has_no_cycle():
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_every_arm_of_every_profile_resolves_and_yields_a_batch(profile, small_tokenizer, corpus_rows):
-    from repro.methods.arms import split_seed
+    from repro.methods.arms import rp_arm, split_seed
     from repro.stages import extension_arms, extension_method
     from repro.stages.keys import replicate_profile
+    from repro.stages.selfdistill import selfdistill_method
 
     p = PROFILES[profile]
     arms = extension_arms(p)
@@ -108,6 +110,14 @@ def test_every_arm_of_every_profile_resolves_and_yields_a_batch(profile, small_t
     for name in arms:
         arm, k = split_seed(name)  # training-seed replicates build their arm's rows at a moved seed
         assert parse_arm(name) == ArmName(arm, "extend", parse_arm(arm).ratio, k)
+        if rp_arm(name) is not None:  # self-distillation: full-length rows plus a perturbed view per row
+            m = selfdistill_method(*replicate_profile(p, name), small_tokenizer, corpus_rows)
+            b = m.batch(0)
+            T = p.extend.target_window
+            assert b["input_ids"].shape == b["perturbed_position_ids"].shape == (p.extend.batch_size, T)
+            assert b["position_ids"].max() < T
+            assert b["perturbed_position_ids"].max() <= rp_arm(name).spec.max_index(T)
+            continue
         anchors = np.arange(10, 60)  # any anchor ids: the rows must build, whatever the analysis finds
         m = extension_method(*replicate_profile(p, name), small_tokenizer, corpus_rows, anchors)
         b = m.batch(0)
@@ -130,6 +140,8 @@ def test_every_registered_method_declares_the_protocol(small_tokenizer, corpus_r
         "extension": get_method("extension", name="flt", spec=EXTENSION_METHODS["flt"], target=256, batch_size=2,
                                 retrieval_fraction=0.5, tokenizer=small_tokenizer, corpus=corpus_rows, seed=0),
     }
+    built["selfdistill"] = get_method("selfdistill", name="rp_skip", spec=SelfDistillSpec(), inner=built["extension"],
+                                      seed=0, pad_id=small_tokenizer.pad_token_id)
     assert set(built) == set(METHODS)
     for name, m in built.items():
         for member in ("name", "batch", "observe", "finished", "state_dict", "load_state_dict"):

@@ -38,8 +38,12 @@ def test_scheduling_fields_leave_the_cache_keys_alone():
 
 def test_extension_arms_lists_the_replicates_after_the_arms():
     p = get_profile("smoke").override(extend={"replicate_arms": ("flt", "longrecipe"), "seed_replicates": 3})
-    assert extension_arms(p, "selfdistill") == ("flt", "flt@seed1", "flt@seed2")
+    sd = p.selfdistill
+    assert extension_arms(p, "longrecipe")[-4:] == ("flt@seed1", "flt@seed2", "longrecipe@seed1", "longrecipe@seed2")
+    assert extension_arms(p, "cdt") == ("flt", "flt@seed1", "flt@seed2")
+    rp = (*sd.main_arms, *sd.matched_arms, *sd.ablation_arms, "rp_skip@seed1", "rp_skip@seed2")
+    assert extension_arms(p, "selfdistill") == ("flt", "flt@seed1", "flt@seed2", *rp)
     arms = extension_arms(p)
-    assert arms[-4:] == ("flt@seed1", "flt@seed2", "longrecipe@seed1", "longrecipe@seed2")
+    assert arms[-len(rp) - 4:] == ("flt@seed1", "flt@seed2", "longrecipe@seed1", "longrecipe@seed2", *rp)
     with pytest.raises(ValueError, match="extend.seed_replicates=0 out of range"):
         p.override(extend={"seed_replicates": 0})
