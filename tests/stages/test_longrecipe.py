@@ -39,8 +39,9 @@ def test_arm_names_and_ratios():
         extension_spec("longrecipe_r0")
     assert ExtensionSpec("x", sample_len=50).resolve_len(1024, 0.3) == 50
     tiny = get_profile("tiny")
-    assert stages.extension_arms(tiny, "longrecipe")[-7:] == ("longrecipe_r10", "longrecipe_r20", "longrecipe_r40", "flt@seed1",
-                                                "flt@seed2", "longrecipe@seed1", "longrecipe@seed2")
+    assert stages.extension_arms(tiny, "longrecipe")[-7:] == (
+        "longrecipe_r10", "longrecipe_r20", "longrecipe_r40", "flt@seed1", "flt@seed2", "longrecipe@seed1",
+        "longrecipe@seed2")
 
 
 def test_flt_cache_key_is_unchanged_by_the_new_spec_fields():
