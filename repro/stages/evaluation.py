@@ -157,6 +157,21 @@ def run_lr_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs"
     return _run_plan(p, name, plan, run_dir, force, progress)
 
 
+def run_rp_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
+                 progress: bool = True) -> dict[str, dict]:
+    """Evaluate a self-distillation checkpoint on :func:`repro.stages.plans.rp_plan` (the early grid for the
+    ablation arms); part -> cached record."""
+    from repro.methods.arms import rp_arm
+    from repro.stages.plans import rp_plan
+
+    p = as_profile(profile)
+    arm = rp_arm(name)
+    if arm is None:
+        raise ValueError(f"{name!r} is not a self-distillation arm; allowed: rp_* names (repro.methods.arms.RP_ARMS)")
+    plan = rp_plan(p, name, checkpoint_rope_theta(p, name, run_dir), early=arm.schedule == "early")
+    return _run_plan(p, name, plan, run_dir, force, progress)
+
+
 def general_abilities(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False) -> dict:
     """The paper's general-ability benchmarks (``longrecipe.general_benchmarks``) on a checkpoint, cached.
 

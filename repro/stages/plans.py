@@ -11,7 +11,10 @@ from __future__ import annotations
 from repro.profiles import Profile
 from repro.tasks.summary import DECILE_DEPTHS, NIAH_TASKS, RULER_TASKS, ruler_in_suite
 
-__all__ = ["base_window_grid", "lr_plan", "plan_cost", "ruler_in_suite", "suite_plan", "yarn_rope"]
+__all__ = ["base_window_grid", "lr_plan", "plan_cost", "rp_plan", "ruler_in_suite", "suite_plan", "yarn_rope"]
+
+RP_SEED_ARMS: tuple[str, ...] = ("rp_standard", "rp_cyclic", "rp_skip")
+"""Self-distillation arms whose RULER is re-drawn with every evaluation seed (Table 15's rows)."""
 
 
 def yarn_rope(p: Profile, name: str, factor: float, rope_theta: float) -> dict:
@@ -85,4 +88,32 @@ def lr_plan(p: Profile, name: str, rope_theta: float, yarn: bool = False) -> dic
         f = ev.yarn_factors[0]
         plan["yarn"] = {"tasks": RULER_TASKS, "lengths": (int(round(f * target)),), "samples": lr.yarn_samples,
                         "rope": yarn_rope(p, name, f, rope_theta), **cell}
+    return plan
+
+
+def rp_plan(p: Profile, name: str, rope_theta: float, early: bool = False) -> dict[str, dict]:
+    """Evaluation parts of a self-distillation checkpoint -> ``evaluate_checkpoint`` kwargs, with the part names
+    of :func:`suite_plan` so the RP reports read them alike.
+
+    Main arms: ``suite`` (RULER and NIAH-position at ``selfdistill.eval_lengths``: half the target and the target,
+    as Table 1), ``deciles`` (RP-Fig1a), ``yarn<f>`` for ``selfdistill.yarn_factors`` (RP-Tab4/5, ``yarn_samples``
+    per cell) and, for :data:`RP_SEED_ARMS` and their replicates, ``seeds`` (RP-Tab15). ``early`` (the ablation
+    arms and curve checkpoints): ``ruler`` only, RULER at the target with ``selfdistill.ablation_samples``.
+    """
+    ev, sd, target = p.eval, p.selfdistill, p.extend.target_window
+    ruler = ruler_in_suite(p)
+    cell = {"depths": ev.suite_depths, "seeds": ev.seeds[:1]}
+    if early:
+        return {"ruler": {"tasks": ruler, "lengths": (target,), "samples": sd.ablation_samples, **cell}}
+    position = tuple(t for t in ev.suite_tasks if t.startswith("niah_position"))
+    plan = {"suite": {"tasks": (*ruler, *position), "lengths": tuple(sd.eval_lengths),
+                      "samples": ev.suite_samples, **cell},
+            "deciles": {"tasks": (ev.decile_task,), "lengths": (target,), "depths": DECILE_DEPTHS,
+                        "samples": ev.decile_samples, "seeds": ev.seeds[:1]}}
+    if name.partition("@")[0] in RP_SEED_ARMS and len(ev.seeds) > 1:
+        plan["seeds"] = {"tasks": ruler, "lengths": (target,), "samples": ev.suite_samples, "depths": ev.suite_depths,
+                         "seeds": ev.seeds[1:]}
+    for f in sd.yarn_factors:
+        plan[f"yarn{f:g}"] = {"tasks": ruler, "lengths": (int(round(f * target)),), "samples": sd.yarn_samples,
+                              "rope": yarn_rope(p, name, f, rope_theta), **cell}
     return plan
