@@ -14,7 +14,7 @@ SMOKE_FIGURES = {"TB-BaseLoss.png", "TB-ExtLoss.png", "TB-NIAH.png", "TB-NIAH.cs
                  "LR-Fig2.png", "LR-Fig2.csv", "LR-Alg1.png", "INDEX.md", "index.json",
                  "LR-Tab1.csv", "LR-Tab1.md", "RP-Tab1-2.csv", "RP-Tab1-2.md", "RP-Tab1-2.png",
                  "RP-Tab1-2-lengths.csv", "RP-Fig1a.png", "RP-Fig1a.csv", "CD-Tab2.csv", "CD-Tab2.png",
-                 "RP-Tab14.csv", "RP-Tab15.csv", "RP-Tab4-5.csv"}
+                 "RP-Tab14.csv", "RP-Tab15.csv", "RP-Tab4-5.csv", "RP-Fig2.png", "RP-Fig2.csv", "RP-Fig2-hist.csv"}
 EVAL_TARGETS = ("LR-Tab1", "RP-Tab1/2", "RP-Fig1a", "CD-Tab2", "RP-Tab14", "RP-Tab15", "RP-Tab4/5")
 
 
@@ -34,7 +34,7 @@ def test_smoke_reproduce_writes_every_figure_and_the_index(smoke_run):
     figs = {p.name for p in (root / "figures").iterdir()}
     assert SMOKE_FIGURES <= figs
     index = read_json(root / "figures" / "index.json")
-    for tid in ("TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "TB-Base", "LR-Fig2", "LR-Alg1", *EVAL_TARGETS):
+    for tid in ("TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "TB-Base", "LR-Fig2", "LR-Alg1", "RP-Fig2", *EVAL_TARGETS):
         assert index[tid]["profile"] == "smoke" and index[tid]["ours"], tid
         for f in index[tid]["files"]:
             assert (root / "figures" / f).exists()
@@ -157,5 +157,5 @@ def test_paper_selfdistill_trains_only_the_shared_testbed(tmp_path):
     assert stage_dirs == {"corpus", "base", "data-flt", "extend-flt", "data-flt@seed1", "extend-flt@seed1", "eval",
                           "notebooks"}
     ids = _index_ids(tmp_path / "figures")
-    assert {"TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "RP-Tab1/2", "RP-Fig1a", "RP-Tab14", "RP-Tab15"} <= ids
+    assert {"TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "RP-Tab1/2", "RP-Fig1a", "RP-Tab14", "RP-Tab15", "RP-Fig2"} <= ids
     assert all(i.startswith(("RP-", "TB-")) for i in ids), ids

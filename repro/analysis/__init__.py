@@ -2,8 +2,10 @@
 
 - :mod:`repro.analysis.tokens`: LongRecipe's impactful-token analysis (§4.1: logit changes
   between a base and an extended model, top tokens per position, POS tags, anchor types);
-- :mod:`repro.analysis.selection`: LongRecipe's sentence selection by anchor tokens (§4.2).
+- :mod:`repro.analysis.selection`: LongRecipe's sentence selection by anchor tokens (§4.2);
+- :mod:`repro.analysis.attention_distance`: the attention rows of the last queries (recorded through
+  transformers' attention registry, O(queries x T) memory) and their histogram by query-key distance
+  (RoPE-perturbed self-distillation Fig. 2).
 
-The CDT issue adds IG/FR scores per token type here, and the self-distillation issue the
-attention-distance histograms and chunked attention maps.
+The CDT issue adds IG/FR scores per token type here, and the chunked attention maps.
 """

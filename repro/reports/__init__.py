@@ -9,6 +9,8 @@ One module per paper, plus the shared pieces:
 * :mod:`~repro.reports.sizing`: samples per cell for a headline standard error of 2 points;
 * :mod:`~repro.reports.testbed`: what the base model can do, tidy result rows, the testbed (TB-*) verdicts;
 * :mod:`~repro.reports.selfdistill`: RoPE-perturbed self-distillation (RP-*);
+* :mod:`~repro.reports.attention`: its attention-distance figure RP-Fig2 (from records of
+  :mod:`repro.stages.attention`, not from evaluation suites);
 * :mod:`~repro.reports.cdt`: Context Denoising Training (CD-*);
 * :mod:`~repro.reports.longrecipe`: LongRecipe (LR-*);
 * :mod:`~repro.reports.suite`: every RP and CD report of the evaluation suite (``all_reports``).

@@ -4,7 +4,8 @@ Data flows one way: corpus + tokenizer (:mod:`~repro.stages.corpus`) -> base mod
 (:mod:`~repro.stages.base`) -> extension arms (:mod:`~repro.stages.extension`) ->
 LongRecipe's analysis (:mod:`~repro.stages.analysis`), replay and merging
 (:mod:`~repro.stages.replay`) -> evaluations (:mod:`~repro.stages.evaluation`, over the
-grids of :mod:`~repro.stages.plans`). Every stage is keyed by :mod:`~repro.stages.keys`
+grids of :mod:`~repro.stages.plans`) and attention-distance histograms
+(:mod:`~repro.stages.attention`). Every stage is keyed by :mod:`~repro.stages.keys`
 and cached through :mod:`~repro.stages.cache`: a finished stage is reused, an unfinished
 training stage resumes from its last checkpoint, ``force=True`` recomputes.
 
@@ -13,6 +14,7 @@ stages.train_base(...)``).
 """
 
 from repro.stages.analysis import analysis_texts, impactful_tokens, load_analysis
+from repro.stages.attention import AttentionDistanceConfig, checkpoint_distances, model_distances
 from repro.stages.base import train_base
 from repro.stages.cache import STAGE_VERSION, as_profile, stage_dir, stage_key
 from repro.stages.checkpoints import available_checkpoints, checkpoint_path, checkpoint_rope_theta
@@ -35,5 +37,6 @@ __all__ = [
     "replay_method", "replay_steps", "run_lr_suite", "run_rp_suite", "run_suite", "short_lm_loss", "short_lm_windows",
     "stage_dir",
     "stage_key", "train_arms", "train_base", "train_extension", "train_replay", "curve_checkpoints", "rp_schedule",
-    "rp_steps", "train_selfdistill"
+    "rp_steps", "train_selfdistill",
+    "AttentionDistanceConfig", "checkpoint_distances", "model_distances",  # repro.stages.attention (RP-Fig2)
 ]

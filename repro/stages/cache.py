@@ -20,7 +20,8 @@ from repro.io import atomic_write_json, config_hash, read_json
 from repro.profiles import Profile, get_profile
 
 STAGE_VERSION: dict[str, int | None] = {"corpus": 1, "base": 1, "extend": 1, "eval": 1, "analysis": 1, "replay": 1,
-                                        "merge": 1, "lmloss": 2, "general": None}
+                                        "merge": 1, "lmloss": 2, "general": None,
+                                        "attn": 1}
 """Bumped when a stage's code changes what it produces (invalidates its caches). ``None``: keyed
 without a version (the general-ability cache never had one; giving it one invalidates it once)."""
 
