@@ -9,6 +9,7 @@ import pytest
 
 from repro.io import read_json
 from repro.pipeline import NOTEBOOKS, REPO, reproduce
+from repro.stages import extension_arms
 
 SMOKE_FIGURES = {"TB-BaseLoss.png", "TB-ExtLoss.png", "TB-NIAH.png", "TB-NIAH.csv", "TB-NIAH.md",
                  "LR-Fig2.png", "LR-Fig2.csv", "LR-Alg1.png", "INDEX.md", "index.json",
@@ -153,9 +154,11 @@ def test_paper_selfdistill_trains_only_the_shared_testbed(tmp_path):
     assert list(status) == ["training", "evaluation", "attention_distance"]
     stage_dirs = {p.name.rsplit("-", 1)[0] for p in (tmp_path / "runs" / "smoke").iterdir()}
     # no LongRecipe arm, replay or analysis (data-flt: the FLT batches prepared before its training); FLT's
-    # training-seed replicate (smoke: extend.replicate_arms = flt, 2 seeds)
+    # training-seed replicate (smoke: extend.replicate_arms = flt, 2 seeds); every self-distillation arm
+    rp = [a for a in extension_arms("smoke", "selfdistill") if a.startswith("rp_")]
+    assert "rp_skip@seed1" in rp and "rp_nope" in rp
     assert stage_dirs == {"corpus", "base", "data-flt", "extend-flt", "data-flt@seed1", "extend-flt@seed1", "eval",
-                          "notebooks"}
+                          "notebooks", *(f"{k}-{a}" for a in rp for k in ("data", "extend"))}
     ids = _index_ids(tmp_path / "figures")
     assert {"TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "RP-Tab1/2", "RP-Fig1a", "RP-Tab14", "RP-Tab15", "RP-Fig2"} <= ids
     assert all(i.startswith(("RP-", "TB-")) for i in ids), ids
