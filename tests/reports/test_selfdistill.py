@@ -61,6 +61,11 @@ def test_rp_fig1a_curve_and_verdict():
     assert summary == {"flt": "20.0 / 100.0", "rp_skip": "90.0 / 100.0"}
     # higher; the spreads are equal, a tie (one prompt per decile: no noise estimate, gaps taken as they are)
     assert rep.agrees == "yes" and rep.note.startswith("self-distillation flatter (smaller spread) and higher "
-                                                       "(mean) than FLT on 1/1 significant checks, 1 tied within noise")
+                                                       "(mean) than flt on 1/1 significant checks, 1 tied within noise")
+    # the paper's Standard, once trained, is the reference instead of the testbed's FLT
+    suite["rp_standard"] = {"deciles": record([r for d in DECILE_DEPTHS for r in rows("niah_multikey_2", 1024, [1],
+                                                                                      depth=d)])}
+    rep = selfdistill.rp_fig1a(suite, P)[1]
+    assert rep.agrees == "no" and "than rp_standard on" in rep.note  # rp_skip is below an all-correct Standard
     del suite["rp_skip"]
     assert selfdistill.rp_fig1a(suite, P)[1].agrees == "n/a"
