@@ -27,8 +27,8 @@ STANDARD = "rp_standard"
 """The reference of the self-distillation verdicts (``flt`` stands in while it is not trained)."""
 RP_METHODS = ("rp_skip", "rp_cyclic")
 """Checkpoint names of the self-distillation arms (the 'ours' of RP-Fig1a)."""
-RP_TAB1 = {"rp_standard": (85.23, 57.25), "rp_longce": (86.11, 52.51), "rp_pose": (87.20, 67.47), "rp_cyclic": (87.33, 71.30),
-           "rp_skip": (87.87, 69.29)}
+RP_TAB1 = {"rp_standard": (85.23, 57.25), "rp_longce": (86.11, 52.51), "rp_pose": (87.20, 67.47),
+           "rp_cyclic": (87.33, 71.30), "rp_skip": (87.87, 69.29)}
 """RoPE-perturbed self-distillation Table 1, Llama-3-8B-I RULER at 32K, 64K (half the target, the target)."""
 RP_TAB2 = {
     "rp_standard": (57.3, 76.8, 99.4, 67.2, 84.2, 31.0, 0.0, 85.2, 87.1, 70.4, 7.9, 54.7, 46.8, 33.6),
@@ -37,8 +37,8 @@ RP_TAB2 = {
     "rp_cyclic": (71.3, 100.0, 100.0, 81.6, 86.8, 88.4, 27.4, 93.1, 93.6, 67.1, 16.1, 80.7, 51.6, 41.0),
     "rp_skip": (69.3, 100.0, 100.0, 75.0, 94.0, 82.6, 20.4, 88.6, 94.5, 43.9, 26.1, 82.5, 53.2, 40.0)}
 """Table 2 (Llama 64K): average, then S-1 ... QA-2 in RULER_TASKS order."""
-RP_TAB4 = {"rp_standard": (42.03, 23.90), "rp_longce": (46.54, 26.91), "rp_pose": (58.21, 43.18), "rp_cyclic": (60.89, 45.33),
-           "rp_skip": (59.43, 44.74)}
+RP_TAB4 = {"rp_standard": (42.03, 23.90), "rp_longce": (46.54, 26.91), "rp_pose": (58.21, 43.18),
+           "rp_cyclic": (60.89, 45.33), "rp_skip": (59.43, 44.74)}
 """Table 4, Llama with YaRN at 2x (128K) and 4x (256K) the 64K training length."""
 RP_TAB14 = {"rp_standard": 44.0, "rp_longce": 56.2, "rp_pose": 48.2, "rp_cyclic": 42.0, "rp_skip": 59.4}
 """Table 14, NIAH-position at 64K (baseline = standard fine-tuning)."""
