@@ -101,3 +101,12 @@ def _percent_axes(ax, xlabel: str, title: str, legend: int | None) -> None:
         ax.legend(fontsize=legend)
     if title:
         ax.set_title(title, fontsize=10)
+
+
+def accuracy_vs_wallclock(points: Mapping[str, Sequence[tuple[float, float]]], title: str = ""):
+    """RP-Fig4: accuracy (percent) against training wall-clock seconds, one line per arm."""
+    fig, ax = plt.subplots(figsize=(5.2, 3.4))
+    for label, pts in points.items():
+        ax.plot([t for t, _ in pts], [v for _, v in pts], marker="o", label=label)
+    _percent_axes(ax, "training wall-clock (s)", title, legend=7 if points else None)
+    return fig

@@ -293,7 +293,8 @@ def rp_tab4_5(suite, p: Profile) -> Report:
     target = p.extend.target_window
     doable = doable_ruler(suite, p)
     rows, head = [], {}
-    first = p.eval.yarn_factors[0] if p.eval.yarn_factors else None
+    factors = sorted({*p.eval.yarn_factors, *p.selfdistill.yarn_factors})  # the suite's and the RP arms' factors
+    first = factors[0] if factors else None
     groups = seed_groups(suite)
     for name, reps in groups.items():
         s = pooled(suite, reps, "suite")
@@ -303,7 +304,7 @@ def rp_tab4_5(suite, p: Profile) -> Report:
 
         row = {"model": seeds_label(name, reps),
                f"RULER-13 @{target}": cell(avg("suite", RULER_TASKS, target), missing_note(s, RULER_TASKS, target))}
-        for f in p.eval.yarn_factors:
+        for f in factors:
             L, part = int(round(f * target)), f"yarn{f:g}"
             y = pooled(suite, reps, part)
             if L in p.eval.lengths:

@@ -58,9 +58,8 @@ def rp_ablation(suite, p: Profile, target_id: str) -> Report:
         se = noise.se(name, OURS) if name != OURS and head is not None else None
         gap = None if head is None or ours.get(OURS) is None or name == OURS else ours[name] - ours[OURS]
         rows.append({"arm": name, "paper row": RP_ARMS[name].paper, "steps": p.selfdistill.ablation_steps,
-                     "RULER-13": show(None if (v := s.average(RULER_TASKS, target)) is None else 100 * v,
-                                      missing_note(s, RULER_TASKS, target)),
-                     metric: show(ours[name], missing_note(s, head_tasks, target)),
+                     "RULER-13": show(s.average(RULER_TASKS, target), missing_note(s, RULER_TASKS, target)),
+                     metric: show(head, missing_note(s, head_tasks, target)),
                      f"gap to {OURS}": "" if gap is None else round(gap, 1),
                      "paired SE": "" if se is None else round(se, 1),
                      "paper (Llama RULER 64K, step 200)": pap, "scale": scale_note(p, p.selfdistill.ablation_samples)})
@@ -71,5 +70,6 @@ def rp_ablation(suite, p: Profile, target_id: str) -> Report:
            f"{doable_caption(suite, p, RULER_TASKS)} One training seed per arm. Scale: "
            f"{scale_note(p, p.selfdistill.ablation_samples)}.")
     table = {"name": target_id, "rows": rows, "columns": list(rows[0]), "caption": cap}
-    return Report(target_id, [table], ours="; ".join(f"{n} {show(v)}" for n, v in ours.items()), agrees=verdict,
+    summary = "; ".join(f"{n} {'n/a' if v is None else round(v, 1)}" for n, v in ours.items())
+    return Report(target_id, [table], ours=summary, agrees=verdict,
                   note=f"{metric} at the target: {how}")

@@ -8,11 +8,14 @@ from repro.reports.common import Report
 from repro.reports.selfdistill import rp_fig1a, rp_tab1_2, rp_tab4_5, rp_tab14, rp_tab15
 
 
-def all_reports(suite, p: Profile) -> tuple[dict[str, list], list[Report]]:
-    """Every report of the evaluation notebook; also the RP-Fig1a curves."""
-    curves, fig1a = rp_fig1a(suite, p)
-    reps = [rp_tab1_2(suite, p), fig1a, cd_tab2(suite, p), rp_tab14(suite, p),
-            rp_tab15(suite, p)]
-    if p.eval.yarn_factors:
-        reps.append(rp_tab4_5(suite, p))
+def all_reports(suite, p: Profile, rp_suite=None) -> tuple[dict[str, list], list[Report]]:
+    """Every report of the evaluation notebook; also the RP-Fig1a curves.
+
+    ``suite``: the full suite's records (base, FLT); ``rp_suite``: the self-distillation arms' records
+    (:func:`repro.stages.plans.rp_plan`), added to the RP tables only (CD-Tab2 needs the multi-hop grid)."""
+    rp = {**suite, **(rp_suite or {})}
+    curves, fig1a = rp_fig1a(rp, p)
+    reps = [rp_tab1_2(rp, p), fig1a, cd_tab2(suite, p), rp_tab14(rp, p), rp_tab15(rp, p)]
+    if p.eval.yarn_factors or p.selfdistill.yarn_factors:
+        reps.append(rp_tab4_5(rp, p))
     return curves, reps

@@ -20,7 +20,7 @@ from repro.stages.cache import STAGE_VERSION, as_profile, stage_dir, stage_key
 from repro.stages.checkpoints import available_checkpoints, checkpoint_path, checkpoint_rope_theta
 from repro.stages.corpus import Corpus, build_corpus, get_corpus, get_tokenizer
 from repro.stages.evaluation import (evaluate_base_window, evaluate_checkpoint, general_abilities, run_lr_suite,
-                                     run_rp_suite, run_suite, short_lm_loss, short_lm_windows)
+                                     run_rp_curve, run_rp_suite, run_suite, short_lm_loss, short_lm_windows)
 from repro.stages.extension import (extension_arms, extension_method, extension_tokens, metrics,
                                     prepare_extension_data, train_extension)
 from repro.stages.keys import analysis_key, base_key, corpus_key, extension_key, merge_key, replay_key
@@ -34,8 +34,8 @@ __all__ = [
     "evaluate_base_window", "evaluate_checkpoint", "extension_arms", "extension_key", "extension_method",
     "extension_tokens", "general_abilities", "get_corpus", "get_tokenizer", "impactful_tokens", "load_analysis",
     "merge_key", "merge_replayed", "metrics", "prepare_extension_data", "replay_and_merge", "replay_key",
-    "replay_method", "replay_steps", "run_lr_suite", "run_rp_suite", "run_suite", "short_lm_loss", "short_lm_windows",
-    "stage_dir",
+    "replay_method", "replay_steps", "run_lr_suite", "run_rp_curve", "run_rp_suite", "run_suite", "short_lm_loss",
+    "short_lm_windows", "stage_dir",
     "stage_key", "train_arms", "train_base", "train_extension", "train_replay", "curve_checkpoints", "rp_schedule",
     "rp_steps", "train_selfdistill",
     "AttentionDistanceConfig", "checkpoint_distances", "model_distances",  # repro.stages.attention (RP-Fig2)

@@ -25,20 +25,21 @@ def evaluate_checkpoint(profile: Profile | str, name: str, tasks: tuple[str, ...
                         run_dir: str | Path = "runs", force: bool = False, progress: bool = True,
                         rope: dict | None = None, *, lengths: tuple[int, ...] | None = None,
                         depths: tuple[float, ...] | None = None, samples: int | None = None,
-                        seeds: tuple[int, ...] | None = None, record: bool = False):
+                        seeds: tuple[int, ...] | None = None, record: bool = False, path: str | Path | None = None):
     """Evaluate a named checkpoint on the profile's grid (cached as JSON).
 
     ``lengths``, ``depths``, ``samples`` and ``seeds`` (evaluation seeds, see
     :class:`repro.evaluate.EvalGrid`) override the profile's ``eval`` grid.
     Cells too short for their task are skipped and listed under ``skipped``.
     Returns the result rows, or with ``record=True`` the whole cached record
-    (``results``, ``skipped``, ``seconds``, ``grid``, ``checkpoint``, ``rope``).
+    (``results``, ``skipped``, ``seconds``, ``grid``, ``checkpoint``, ``rope``). ``path``: evaluate this folder
+    (e.g. a checkpoint kept along training) under the label ``name`` instead of the named checkpoint.
     """
     from repro.evaluate import EvalGrid, run_grid
     from repro.models import load_model
 
     p = as_profile(profile)
-    ckpt = checkpoint_path(p, name, run_dir)
+    ckpt = Path(path) if path is not None else checkpoint_path(p, name, run_dir)
     grid = EvalGrid(tasks=tuple(tasks), lengths=tuple(lengths or p.eval.lengths),
                     depths=tuple(depths or p.eval.depths), samples=samples or p.eval.samples,
                     seed=p.eval.seed, batch_size=p.eval.batch_size, eval_seeds=tuple(seeds or (0,)))
@@ -170,6 +171,24 @@ def run_rp_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs"
         raise ValueError(f"{name!r} is not a self-distillation arm; allowed: rp_* names (repro.methods.arms.RP_ARMS)")
     plan = rp_plan(p, name, checkpoint_rope_theta(p, name, run_dir), early=arm.schedule == "early")
     return _run_plan(p, name, plan, run_dir, force, progress)
+
+
+def run_rp_curve(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
+                 progress: bool = True) -> dict[int, dict]:
+    """RP-Fig4: every checkpoint kept along a curve arm's training (``rp_skip``, ``rp_standard_matched``) on the
+    early grid (RULER at the target); step -> cached record (the final weights are the last step)."""
+    from repro.methods.arms import rp_arm
+    from repro.stages.plans import rp_plan
+    from repro.stages.selfdistill import curve_checkpoints
+
+    p = as_profile(profile)
+    arm = rp_arm(name)
+    if arm is None or not arm.curve:
+        raise ValueError(f"{name!r} keeps no checkpoints along training; allowed: rp_* arms with curve=True")
+    kw = rp_plan(p, name, checkpoint_rope_theta(p, name, run_dir), early=True)["ruler"]
+    return {step: evaluate_checkpoint(p, f"{name}-step{step}", run_dir=run_dir, force=force, progress=progress,
+                                      record=True, path=path, **kw)
+            for step, path in curve_checkpoints(checkpoint_path(p, name, run_dir)).items()}
 
 
 def general_abilities(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False) -> dict:

@@ -97,7 +97,8 @@ def rp_plan(p: Profile, name: str, rope_theta: float, early: bool = False) -> di
 
     Main arms: ``suite`` (RULER and NIAH-position at ``selfdistill.eval_lengths``: half the target and the target,
     as Table 1), ``deciles`` (RP-Fig1a), ``yarn<f>`` for ``selfdistill.yarn_factors`` (RP-Tab4/5, ``yarn_samples``
-    per cell) and, for :data:`RP_SEED_ARMS` and their replicates, ``seeds`` (RP-Tab15). ``early`` (the ablation
+    per cell), ``short`` (NIAH at the base window: RP-Tab7's stand-in) and, for :data:`RP_SEED_ARMS` and their
+    replicates, ``seeds`` (RP-Tab15). ``early`` (the ablation
     arms and curve checkpoints): ``ruler`` only, RULER at the target with ``selfdistill.ablation_samples``.
     """
     ev, sd, target = p.eval, p.selfdistill, p.extend.target_window
@@ -109,7 +110,8 @@ def rp_plan(p: Profile, name: str, rope_theta: float, early: bool = False) -> di
     plan = {"suite": {"tasks": (*ruler, *position), "lengths": tuple(sd.eval_lengths),
                       "samples": ev.suite_samples, **cell},
             "deciles": {"tasks": (ev.decile_task,), "lengths": (target,), "depths": DECILE_DEPTHS,
-                        "samples": ev.decile_samples, "seeds": ev.seeds[:1]}}
+                        "samples": ev.decile_samples, "seeds": ev.seeds[:1]},
+            "short": {"tasks": NIAH_TASKS, "lengths": (p.base.window,), "samples": sd.ablation_samples, **cell}}
     if name.partition("@")[0] in RP_SEED_ARMS and len(ev.seeds) > 1:
         plan["seeds"] = {"tasks": ruler, "lengths": (target,), "samples": ev.suite_samples, "depths": ev.suite_depths,
                          "seeds": ev.seeds[1:]}

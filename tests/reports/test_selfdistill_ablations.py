@@ -25,6 +25,8 @@ def test_tab8_order_rows_and_verdict():
     rows_ = {r["arm"]: r for r in rep.tables[0]["rows"]}
     assert list(rows_) == list(RP_TAB8)
     assert rows_["rp_fwd_kl"]["gap to rp_skip_early"] == pytest.approx(-10.0)
+    assert rows_["rp_fwd_kl"]["RULER-13"] == 70.0 and rows_["rp_clm"]["RULER-doable (8 tasks)"] == 60.0
+    assert "rp_fwd_kl 70.0" in rep.ours
     assert rows_["rp_skip_early"]["gap to rp_skip_early"] == "" and rows_["rp_clm"]["paired SE"] > 0
     assert rows_["rp_dropout"]["paper row"] == "Dropout" and rows_["rp_dropout"]["steps"] == 40
     # every significant pair in the paper's order; dropout = standard (0.40 each) is a tie, the paper's 1-point
