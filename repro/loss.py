@@ -33,17 +33,22 @@ def weighted_clm_loss(logits: torch.Tensor, input_ids: torch.Tensor,
     return (ce * w).sum() / w.sum().clamp_min(1e-8), ce
 
 
+def _head_buffers(hidden: torch.Tensor, weight: torch.Tensor, compute_dtype: torch.dtype):
+    """What a fused head loss accumulates into: gradient buffers for the hidden states and the head (fp32, fp64 for
+    fp64 heads), the accumulation dtype, the running total and the head in the matmul dtype."""
+    grad_h = torch.zeros_like(hidden)
+    grad_w = torch.zeros(weight.shape, dtype=torch.float32 if weight.dtype != torch.float64 else weight.dtype,
+                         device=weight.device)
+    acc = torch.float64 if hidden.dtype == torch.float64 else torch.float32
+    return grad_h, grad_w, acc, torch.zeros((), dtype=acc, device=hidden.device), weight.to(compute_dtype)
+
+
 class _FusedHeadCE(torch.autograd.Function):
     """sum_i w_i * CE(h_i @ W^T, y_i), with the gradients computed during the forward pass."""
 
     @staticmethod
     def forward(ctx, hidden, weight, targets, w, chunk, compute_dtype):
-        grad_h = torch.zeros_like(hidden)
-        grad_w = torch.zeros(weight.shape, dtype=torch.float32 if weight.dtype != torch.float64 else weight.dtype,
-                             device=weight.device)
-        acc = torch.float64 if hidden.dtype == torch.float64 else torch.float32
-        total = torch.zeros((), dtype=acc, device=hidden.device)
-        wc = weight.to(compute_dtype)
+        grad_h, grad_w, acc, total, wc = _head_buffers(hidden, weight, compute_dtype)
         for s in range(0, hidden.shape[0], chunk):
             h = hidden[s:s + chunk].to(compute_dtype)
             logits = (h @ wc.T).to(acc)
@@ -122,12 +127,7 @@ class _FusedHeadKL(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, student, weight, teacher, w, chunk, compute_dtype, reverse):
-        grad_h = torch.zeros_like(student)
-        grad_w = torch.zeros(weight.shape, dtype=torch.float32 if weight.dtype != torch.float64 else weight.dtype,
-                             device=weight.device)
-        acc = torch.float64 if student.dtype == torch.float64 else torch.float32
-        total = torch.zeros((), dtype=acc, device=student.device)
-        wc = weight.to(compute_dtype)
+        grad_h, grad_w, acc, total, wc = _head_buffers(student, weight, compute_dtype)
         for s in range(0, student.shape[0], chunk):
             h = student[s:s + chunk].to(compute_dtype)
             ls = torch.log_softmax((h @ wc.T).to(acc), -1)
