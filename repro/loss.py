@@ -43,7 +43,17 @@ def _head_buffers(hidden: torch.Tensor, weight: torch.Tensor, compute_dtype: tor
     return grad_h, grad_w, acc, torch.zeros((), dtype=acc, device=hidden.device), weight.to(compute_dtype)
 
 
-class _FusedHeadCE(torch.autograd.Function):
+class _PrecomputedHeadGrads(torch.autograd.Function):
+    """A fused head loss whose forward already computed the gradients of its first two inputs (hidden states, head)
+    and saved them; backward only scales them (every other input gets no gradient)."""
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        grad_h, grad_w = ctx.saved_tensors
+        return grad_h * grad_out.to(grad_h.dtype), grad_w * grad_out.to(grad_w.dtype), *([None] * ctx.n_constants)
+
+
+class _FusedHeadCE(_PrecomputedHeadGrads):
     """sum_i w_i * CE(h_i @ W^T, y_i), with the gradients computed during the forward pass."""
 
     @staticmethod
@@ -62,12 +72,8 @@ class _FusedHeadCE(torch.autograd.Function):
             grad_h[s:s + chunk] = (g @ wc).to(grad_h.dtype)
             grad_w += (g.T @ h).to(grad_w.dtype)
         ctx.save_for_backward(grad_h, grad_w.to(weight.dtype))
+        ctx.n_constants = 4
         return total
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        grad_h, grad_w = ctx.saved_tensors
-        return grad_h * grad_out.to(grad_h.dtype), grad_w * grad_out.to(grad_w.dtype), None, None, None, None
 
 
 def chunked_clm_loss(hidden: torch.Tensor, head_weight: torch.Tensor, input_ids: torch.Tensor,
@@ -119,7 +125,7 @@ def kl_from_logits(student: torch.Tensor, teacher: torch.Tensor, direction: str 
     return (lt.exp() * (lt - ls)).sum(-1)
 
 
-class _FusedHeadKL(torch.autograd.Function):
+class _FusedHeadKL(_PrecomputedHeadGrads):
     """sum_i w_i * KL_i between student logits h_s @ W^T and detached teacher logits h_t @ W^T, gradients in forward.
 
     d KL_rev / d z_s = p_s * (log p_s - log p_t - KL); d KL_fwd / d z_s = p_s - p_t.
@@ -148,12 +154,8 @@ class _FusedHeadKL(torch.autograd.Function):
             grad_h[s:s + chunk] = (g @ wc).to(grad_h.dtype)
             grad_w += (g.T @ h).to(grad_w.dtype)
         ctx.save_for_backward(grad_h, grad_w.to(weight.dtype))
+        ctx.n_constants = 5
         return total
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        grad_h, grad_w = ctx.saved_tensors
-        return grad_h * grad_out.to(grad_h.dtype), grad_w * grad_out.to(grad_w.dtype), None, None, None, None, None
 
 
 def chunked_kl_loss(student: torch.Tensor, teacher: torch.Tensor, head_weight: torch.Tensor, w: torch.Tensor,
