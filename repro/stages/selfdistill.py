@@ -94,8 +94,9 @@ def train_selfdistill(profile: Profile | str, name: str, run_dir: str | Path = "
     cfg = TrainConfig.from_section(e, max_steps, schedule="cosine", bf16=sd.bf16, **keep)
     final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
     if overrides:  # the dropout was the control's training device; the model is evaluated without it
-        model.config.attention_dropout = 0.0
-        model.config.save_pretrained(final)
+        from repro.io import atomic_write_json, read_json
+
+        atomic_write_json(final / "config.json", {**read_json(final / "config.json"), "attention_dropout": 0.0})
     tok.save_pretrained(final)
     if arm.curve:
         export_curve(out, final)
