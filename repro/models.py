@@ -103,10 +103,15 @@ def causal_doc_mask(doc_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         ~allowed, torch.finfo(dtype).min)[:, None]
 
 
+def single_document(doc_ids: torch.Tensor | None) -> bool:
+    """True when every row holds one document (no ``doc_ids``, or one id per row): plain causal attention."""
+    return doc_ids is None or bool((doc_ids == doc_ids[:, :1]).all())
+
+
 def _attention_mask(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor | None,
                     doc_ids: torch.Tensor | None) -> torch.Tensor | None:
     """The ``attention_mask`` of the masking policy in the module docstring."""
-    if doc_ids is None or bool((doc_ids == doc_ids[:, :1]).all()):
+    if single_document(doc_ids):
         return torch.ones_like(input_ids)
     if position_ids is not None and is_packed_restart(position_ids.cpu().numpy()) and \
             _restarts_match(position_ids, doc_ids):

@@ -326,10 +326,8 @@ def longce_clm_step(model: torch.nn.Module, batch: dict[str, torch.Tensor], cfg:
     if head is not None:
         with _autocast(ids, bf16):
             hidden = forward_hidden(model, ids, pos, docs)
-        compute_dtype = torch.bfloat16 if bf16 else None
-        full = per_token_ce(hidden.detach(), head.detach(), ids, chunk, compute_dtype)
-        w = longce_weights(short, full, mask, cfg.max_weight)
-        loss = longce_loss(hidden, head, ids, batch["weights"], w, chunk, compute_dtype, cfg.reduction)
+        loss, w = longce_loss_with_weights(hidden, head, ids, batch["weights"], short, mask, cfg, chunk,
+                                           torch.bfloat16 if bf16 else None)
         if "answer_group" in batch:
             with torch.no_grad():
                 hit, total = answer_exact_match_hidden(hidden.detach(), head.detach(), ids, batch["answer_group"])
@@ -345,8 +343,26 @@ def longce_clm_step(model: torch.nn.Module, batch: dict[str, torch.Tensor], cfg:
             hit, total = answer_exact_match(out.logits.detach(), ids, batch["answer_group"])
             if total:
                 metrics["train_em"] = hit / total
-    scored = w[mask]
-    metrics["loss"] = float(loss.detach())
-    metrics["longce_mean_weight"] = float(scored.mean()) if scored.numel() else 1.0
-    metrics["longce_clipped_fraction"] = float((scored >= cfg.max_weight).float().mean()) if scored.numel() else 0.0
+    metrics.update(weight_metrics(w, mask, cfg.max_weight), loss=float(loss.detach()))
     return loss, metrics
+
+
+def longce_loss_with_weights(hidden: torch.Tensor, head_weight: torch.Tensor, input_ids: torch.Tensor,
+                             weights: torch.Tensor, loss_short: torch.Tensor, mask: torch.Tensor, cfg: LongCEConfig,
+                             chunk: int = 2048, compute_dtype: torch.dtype | None = None
+                             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The plain-head path from the short-context losses: ``loss_full`` from ``hidden`` (no gradient), the weights
+    (:func:`longce_weights`) and :func:`longce_loss`; returns ``(loss, weights)``."""
+    full = per_token_ce(hidden.detach(), head_weight.detach(), input_ids, chunk, compute_dtype)
+    w = longce_weights(loss_short, full, mask, cfg.max_weight)
+    return longce_loss(hidden, head_weight, input_ids, weights, w, chunk, compute_dtype, cfg.reduction), w
+
+
+def weight_metrics(w: torch.Tensor, mask: torch.Tensor, max_weight: float) -> dict[str, float]:
+    """``longce_mean_weight`` and ``longce_clipped_fraction`` (weights at ``max_weight``) over the targets with a
+    short score (1 and 0 when none has one)."""
+    scored = w[mask]
+    if not scored.numel():
+        return {"longce_mean_weight": 1.0, "longce_clipped_fraction": 0.0}
+    return {"longce_mean_weight": float(scored.mean()),
+            "longce_clipped_fraction": float((scored >= max_weight).float().mean())}

@@ -210,24 +210,19 @@ def clm_term(model, hidden: torch.Tensor, batch: dict, head: torch.Tensor | None
     """The weighted CLM loss of ``hidden`` (the batch's token weights), with LongCE weights when ``longce``."""
     ids, w = batch["input_ids"], batch["weights"]
     if longce is not None:  # "skip + LongCE": LongCE's token weights on the standard view's CLM term
-        from repro.methods.longce import longce_loss, longce_loss_from_ce, longce_weights, per_token_ce, \
-            short_context_losses
+        from repro.methods.longce import longce_loss_from_ce, longce_loss_with_weights, longce_weights, \
+            short_context_losses, weight_metrics
 
         short, mask = short_context_losses(model, ids, longce, batch.get("doc_ids"), batch.get("position_ids"),
                                            chunk=chunk, bf16=bf16, chunked=head is not None)
-        cdt = torch.bfloat16 if bf16 else None
         if head is not None:
-            lw = longce_weights(short, per_token_ce(hidden.detach(), head.detach(), ids, chunk, cdt), mask,
-                                longce.max_weight)
-            loss = longce_loss(hidden, head, ids, w, lw, chunk, cdt, longce.reduction)
+            loss, lw = longce_loss_with_weights(hidden, head, ids, w, short, mask, longce, chunk,
+                                                torch.bfloat16 if bf16 else None)
         else:
             ce = weighted_clm_loss(_logits(model, hidden), ids, w)[1]
             lw = longce_weights(short, ce.detach(), mask, longce.max_weight)
             loss = longce_loss_from_ce(ce, w, lw, longce.reduction)
-        scored = lw[mask]
-        return loss, {"longce_mean_weight": float(scored.mean()) if scored.numel() else 1.0,
-                      "longce_clipped_fraction": float((scored >= longce.max_weight).float().mean())
-                      if scored.numel() else 0.0}
+        return loss, weight_metrics(lw, mask, longce.max_weight)
     if head is not None:
         return chunked_clm_loss(hidden, head, ids, w, chunk, torch.bfloat16 if bf16 else None), {}
     return weighted_clm_loss(_logits(model, hidden), ids, w)[0], {}

@@ -26,14 +26,14 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from repro.models import causal_doc_mask
+from repro.models import causal_doc_mask, single_document
 
 
 def _mask(model: torch.nn.Module, input_ids: torch.Tensor, doc_ids: torch.Tensor | None) -> torch.Tensor:
     """The explicit mask of a full pass: all ones (plain rows: jumps in position ids are not document starts)
     or an additive 4-D causal-and-same-document mask (packed rows; never ``None``, which a cache would
     silently turn into cross-document attention)."""
-    if doc_ids is None or bool((doc_ids == doc_ids[:, :1]).all()):
+    if single_document(doc_ids):
         return torch.ones_like(input_ids)
     return causal_doc_mask(doc_ids, next(model.parameters()).dtype)
 
@@ -41,7 +41,7 @@ def _mask(model: torch.nn.Module, input_ids: torch.Tensor, doc_ids: torch.Tensor
 def _suffix_mask(model: torch.nn.Module, doc_ids: torch.Tensor | None, rows: torch.Tensor, s: int,
                  T: int) -> torch.Tensor:
     """Mask of the suffix pass of ``rows``: queries ``[s, T)`` over keys ``[0, T)`` (cache prefix + suffix)."""
-    if doc_ids is None or bool((doc_ids == doc_ids[:, :1]).all()):
+    if single_document(doc_ids):
         return torch.ones((len(rows), T), dtype=torch.long, device=rows.device)
     d = doc_ids[rows]
     q = torch.arange(s, T, device=d.device)
