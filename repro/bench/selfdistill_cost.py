@@ -31,15 +31,9 @@ COST_ARMS: dict[str, dict] = {
 
 
 def _batch(spec, batch_size: int, length: int, vocab: int, rng: np.random.Generator) -> dict[str, torch.Tensor]:
-    from repro.methods.selfdistill import draw_view
+    from repro.methods.selfdistill import selfdistill_batch
 
-    views = [draw_view(spec, length, rng) for _ in range(batch_size)]
-    pos = np.tile(np.arange(length), (batch_size, 1))
-    split = np.array([s for _, s in views])
-    return {"input_ids": torch.as_tensor(rng.integers(0, vocab, (batch_size, length))),
-            "position_ids": torch.as_tensor(pos), "weights": torch.ones(batch_size, length),
-            "perturbed_position_ids": torch.as_tensor(np.stack([v for v, _ in views])),
-            "split": torch.as_tensor(split), "kl_mask": torch.as_tensor(pos >= split[:, None])}
+    return selfdistill_batch(torch.as_tensor(rng.integers(0, vocab, (batch_size, length))), spec, rng)
 
 
 def measure_rp_step_costs(model: torch.nn.Module, batch_size: int, length: int, steps: int = 6, warmup: int = 1,

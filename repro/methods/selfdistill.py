@@ -140,6 +140,42 @@ def draw_view(spec: SelfDistillSpec, n: int, rng: np.random.Generator) -> tuple[
     return std, 0  # nope (the pass drops RoPE) and none (dropout / attention noise)
 
 
+def perturb_rows(spec: SelfDistillSpec, position_ids: np.ndarray, rng: np.random.Generator,
+                 valid: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The arrays a self-distillation batch adds to rows of standard ``position_ids`` (B, T): one view per row,
+    drawn with ``rng`` (``perturbed_position_ids``: the view's offsets added to the row's own indices, so packed
+    rows keep their per-document restarts), its ``split`` and the ``kl_mask`` (positions ``>= split`` that are
+    ``valid``, e.g. not padding)."""
+    position_ids = np.asarray(position_ids)
+    B, T = position_ids.shape
+    pert = np.empty_like(position_ids)
+    split = np.zeros(B, dtype=np.int64)
+    for r in range(B):
+        view, split[r] = draw_view(spec, T, rng)
+        pert[r] = position_ids[r] + (view - np.arange(T))
+    kl_mask = np.arange(T)[None, :] >= split[:, None]
+    if valid is not None:
+        kl_mask &= np.asarray(valid, dtype=bool)
+    return {"perturbed_position_ids": pert, "split": split, "kl_mask": kl_mask}
+
+
+def selfdistill_batch(input_ids: torch.Tensor, spec: SelfDistillSpec, rng: np.random.Generator,
+                      pad_id: int | None = None) -> dict[str, torch.Tensor]:
+    """A ready batch for :func:`selfdistill_loss` from plain rows of token ids (B, T) at the target length, for
+    a training loop of your own on any HF causal LM with RoPE: standard indices ``0..T-1``, loss weight 1 on
+    every non-pad token, one perturbed view per row (:func:`perturb_rows`)."""
+    ids = torch.as_tensor(input_ids)
+    if ids.ndim != 2 or ids.shape[1] < 2:
+        raise ValueError(f"input_ids of shape {tuple(ids.shape)}; expected (batch, length) with length >= 2")
+    B, T = ids.shape
+    valid = np.ones((B, T), dtype=bool) if pad_id is None else (ids != pad_id).cpu().numpy()
+    pos = np.tile(np.arange(T, dtype=np.int64), (B, 1))
+    out = {"input_ids": ids, "position_ids": torch.as_tensor(pos, device=ids.device),
+           "weights": torch.as_tensor(valid, dtype=torch.float32, device=ids.device)}
+    out.update({k: torch.as_tensor(v, device=ids.device) for k, v in perturb_rows(spec, pos, rng, valid).items()})
+    return out
+
+
 @register_method("selfdistill")
 class SelfDistillation:
     """Full-length extension rows (``inner``: an :class:`repro.methods.Extension` at the target, e.g. FLT's)
@@ -159,16 +195,7 @@ class SelfDistillation:
     def batch(self, step: int) -> dict[str, np.ndarray]:
         b = dict(self.inner.batch(step))
         rng = step_rng(self.seed, step, 2)
-        ids, pos = b["input_ids"], b["position_ids"]
-        B, T = ids.shape
-        pert = np.empty_like(pos)
-        split = np.zeros(B, dtype=np.int64)
-        for r in range(B):
-            view, split[r] = draw_view(self.spec, T, rng)
-            pert[r] = pos[r] + (view - np.arange(T))  # the view's offsets on the row's standard indices
-        b["perturbed_position_ids"] = pert
-        b["split"] = split
-        b["kl_mask"] = (np.arange(T)[None, :] >= split[:, None]) & (ids != self.pad_id)
+        b.update(perturb_rows(self.spec, b["position_ids"], rng, b["input_ids"] != self.pad_id))
         return b
 
     def loss(self, model, batch):

@@ -11,7 +11,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCau
 
 from repro.loss import chunked_kl_loss, kl_from_logits
 from repro.methods.perturb import attention_noise, no_rope
-from repro.methods.selfdistill import SelfDistillSpec, draw_view, selfdistill_loss
+from repro.methods.selfdistill import SelfDistillSpec, draw_view, selfdistill_batch, selfdistill_loss
 from repro.models import forward
 from repro.train import clm_step
 
@@ -259,7 +259,7 @@ def test_draw_view_skip_ranges():
         ss.append(s)
         ys.append(y)
     assert min(ss) == 0 and max(ss) == n - 1 and min(ys) == 1 and max(ys) == n  # s ~ U{0..L-1}, y ~ U{1..L}
-    assert spec.max_index(n) == 2 * n - 1 == max(pert.max() for pert, _ in [draw_view(spec, n, rng)]) or True
+    assert spec.max_index(n) == 2 * n - 1 == n - 1 + max(ys)  # the largest index a view reached
     pert, s = draw_view(SelfDistillSpec(fixed_split=True), n, rng)
     assert s == 25 and pert[-1] == n - 1 + 25
     assert SelfDistillSpec(max_skip=2.0).max_index(n) == n - 1 + 2 * n
@@ -274,3 +274,34 @@ def test_spec_errors_name_the_value():
         SelfDistillSpec(max_skip=0)
     with pytest.raises(ValueError, match="consistency='none'"):
         SelfDistillSpec(standard_clm=False)
+
+
+# -- a training loop of one's own --------------------------------------------------------------------------------
+def test_selfdistill_batch_in_a_plain_training_loop():
+    """What a user does with their own HF model (here a random Qwen2): build batches with ``selfdistill_batch``,
+    train with ``selfdistill_loss``; pads get no loss and no KL; the loss falls on a memorisable batch."""
+    model = _model("qwen2", torch.float32)
+    pad = 0
+    ids = torch.randint(1, V, (4, 32), generator=torch.Generator().manual_seed(3))
+    ids[1, -5:] = pad
+    rng = np.random.default_rng(0)
+    b = selfdistill_batch(ids, SelfDistillSpec(), rng, pad_id=pad)
+    assert b["weights"][1, -5:].sum() == 0 and not b["kl_mask"][1, -5:].any()
+    for r in range(4):
+        s = int(b["split"][r])
+        assert torch.equal(b["perturbed_position_ids"][r, :s], torch.arange(s))
+        assert bool((b["perturbed_position_ids"][r, s:] > torch.arange(s, 32)).all())
+        assert b["kl_mask"][r, :s].sum() == 0
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(25):
+        loss, metrics = selfdistill_loss(model, selfdistill_batch(ids, SelfDistillSpec(), rng, pad_id=pad),
+                                         SelfDistillSpec())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        assert math.isfinite(metrics["consistency"])
+    assert losses[-1] < 0.5 * losses[0]
+    with pytest.raises(ValueError, match=r"input_ids of shape \(32,\)"):
+        selfdistill_batch(ids[0], SelfDistillSpec(), rng)
