@@ -49,12 +49,12 @@ def rp_ablation(suite, p: Profile, target_id: str) -> Report:
     head_tasks = doable or RULER_TASKS
     metric = f"RULER-doable ({len(doable)} tasks)" if doable else "RULER-13"
     noise = GapTest(suite, "ruler", macro(head_tasks, target))
-    ours: dict[str, float | None] = {}
+    scores = {name: scores_of(suite, name, "ruler") for name in paper}
+    heads = {name: s.average(head_tasks, target) for name, s in scores.items()}
+    ours: dict[str, float | None] = {n: None if h is None else 100 * h for n, h in heads.items()}
     rows = []
-    for name, pap in paper.items():
-        s = scores_of(suite, name, "ruler")
-        head = s.average(head_tasks, target)
-        ours[name] = None if head is None else 100 * head
+    for name, pap in paper.items():  # the gap needs OURS's value, whichever row comes first
+        s, head = scores[name], heads[name]
         se = noise.se(name, OURS) if name != OURS and head is not None else None
         gap = None if head is None or ours.get(OURS) is None or name == OURS else ours[name] - ours[OURS]
         rows.append({"arm": name, "paper row": RP_ARMS[name].paper, "steps": p.selfdistill.ablation_steps,

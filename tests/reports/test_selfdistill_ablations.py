@@ -25,6 +25,8 @@ def test_tab8_order_rows_and_verdict():
     rows_ = {r["arm"]: r for r in rep.tables[0]["rows"]}
     assert list(rows_) == list(RP_TAB8)
     assert rows_["rp_fwd_kl"]["gap to rp_skip_early"] == pytest.approx(-10.0)
+    # a row listed before Ours (the baseline) gets its gap too
+    assert rows_["rp_standard_early"]["gap to rp_skip_early"] == pytest.approx(-40.0)
     assert rows_["rp_fwd_kl"]["RULER-13"] == 70.0 and rows_["rp_clm"]["RULER-doable (8 tasks)"] == 60.0
     assert "rp_fwd_kl 70.0" in rep.ours
     assert rows_["rp_skip_early"]["gap to rp_skip_early"] == "" and rows_["rp_clm"]["paired SE"] > 0
@@ -39,6 +41,8 @@ def test_reversed_order_disagrees_and_missing_arms_are_said():
     suite.update({"rp_skip_early": _arm(0.2), "rp_standard_early": _arm(0.9), "rp_nope": _arm(0.95)})
     rep = rp_ablation(suite, P, "RP-Tab10")
     assert rep.agrees == "no"
+    assert {r["arm"]: r for r in rep.tables[0]["rows"]}["rp_standard_early"]["gap to rp_skip_early"] == \
+        pytest.approx(70.0)
     missing = {r["arm"]: r for r in rep.tables[0]["rows"]}["rp_dilation"]
     assert str(missing["RULER-13"]).startswith("n/a")
     with pytest.raises(ValueError, match="target_id='RP-Tab7'; allowed: RP-Tab8"):
