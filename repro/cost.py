@@ -32,9 +32,8 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
     compute), "seconds" (list), "data_seconds_per_step" (median read), "prepare_seconds_per_step"
     (one-time preparation, per step), "tokens_per_step", "flops_per_step", "sample_len"}}``.
     """
-    from tqdm.auto import tqdm
-
     from repro import stages
+    from repro.bench.interleave import interleaved_rounds
     from repro.methods import extension_spec
     from repro.models import load_model, n_params
     from repro.profiles import get_profile
@@ -68,28 +67,22 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
         path = prepare_batches(m, warmup + steps, Path(tmp.name) / arm)
         prep[arm] = (time.perf_counter() - t0) / (warmup + steps)
         setups[arm] = (PreparedBatches(path, inner=m), model, opt)
-    times: dict[str, list[float]] = {a: [] for a in arms}
-    data: dict[str, list[float]] = {a: [] for a in arms}
-    tokens: dict[str, list[int]] = {a: [] for a in arms}
-    bar = tqdm(total=(steps + warmup) * len(arms), desc="cost", disable=not progress)
-    for step in range(warmup + steps):
-        for arm in arms:
-            m, model, opt = setups[arm]
-            before = m.state_dict()["tokens"] if step else 0
-            t0 = time.perf_counter()
-            batch = {k: torch.as_tensor(v) for k, v in m.batch(step).items()}
-            t1 = time.perf_counter()
-            loss, _ = clm_step(model, batch, e.bf16)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            t2 = time.perf_counter()
-            if step >= warmup:
-                times[arm].append(t2 - t1)
-                data[arm].append(t1 - t0)
-                tokens[arm].append(m.state_dict()["tokens"] - before)
-            bar.update(1)
-    bar.close()
+    def step(arm: str, r: int) -> tuple[float, float, int]:
+        m, model, opt = setups[arm]
+        before = m.state_dict()["tokens"] if r else 0
+        t0 = time.perf_counter()
+        batch = {k: torch.as_tensor(v) for k, v in m.batch(r).items()}
+        t1 = time.perf_counter()
+        loss, _ = clm_step(model, batch, e.bf16)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return time.perf_counter() - t1, t1 - t0, m.state_dict()["tokens"] - before
+
+    kept = interleaved_rounds(arms, steps, warmup, step, "cost", progress)
+    times = {a: [k[0] for k in kept[a]] for a in arms}
+    data = {a: [k[1] for k in kept[a]] for a in arms}
+    tokens = {a: [k[2] for k in kept[a]] for a in arms}
     tmp.cleanup()
     params = n_params(base)
     out = {}

@@ -45,8 +45,7 @@ def measure_rp_step_costs(model: torch.nn.Module, batch_size: int, length: int, 
     Returns ``{arm: {"seconds": [...], "seconds_per_step": median, "ratio": median / Standard's median,
     "tokens_per_step": ...}}``, timed in ``steps`` interleaved rounds after ``warmup`` untimed ones.
     """
-    from tqdm.auto import tqdm
-
+    from repro.bench.interleave import interleaved_rounds
     from repro.methods.selfdistill import SelfDistillSpec, selfdistill_loss
 
     if steps < 1 or warmup < 0 or batch_size < 1 or length < 2:
@@ -61,20 +60,17 @@ def measure_rp_step_costs(model: torch.nn.Module, batch_size: int, length: int, 
     for name, fields in arms.items():
         m = copy.deepcopy(model).train()
         setups[name] = (SelfDistillSpec(**fields), m, torch.optim.AdamW(m.parameters(), lr=1e-4))
-    times: dict[str, list[float]] = {n: [] for n in arms}
-    bar = tqdm(total=(steps + warmup) * len(arms), desc="RP-Cost steps", disable=not progress)
-    for r in range(warmup + steps):
-        for name, (spec, m, opt) in setups.items():
-            b = _batch(spec, batch_size, length, vocab, rng)
-            t0 = time.perf_counter()
-            loss, _ = selfdistill_loss(m, b, spec, bf16, longce if spec.longce else None)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if r >= warmup:
-                times[name].append(time.perf_counter() - t0)
-            bar.update(1)
-    bar.close()
+    def step(name: str, r: int) -> float:
+        spec, m, opt = setups[name]
+        b = _batch(spec, batch_size, length, vocab, rng)
+        t0 = time.perf_counter()
+        loss, _ = selfdistill_loss(m, b, spec, bf16, longce if spec.longce else None)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return time.perf_counter() - t0
+
+    times = interleaved_rounds(list(setups), steps, warmup, step, "RP-Cost steps", progress)
     ref = statistics.median(times["Standard"])
     return {n: {"seconds": t, "seconds_per_step": statistics.median(t), "ratio": statistics.median(t) / ref,
                 "tokens_per_step": batch_size * length} for n, t in times.items()}
