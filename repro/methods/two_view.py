@@ -80,10 +80,7 @@ def perturbed_hidden_shared(model: torch.nn.Module, input_ids: torch.Tensor, per
     B, T = input_ids.shape
     if split.shape != (B,) or bool((split < 0).any()) or bool((split >= T).any()):
         raise ValueError(f"split {split.tolist()}: expected one split per row with 0 <= split < T = {T}")
-    # Per-row views, taken once: slicing rows out of the batch tensors group by group would make every
-    # group's backward allocate (and zero) a gradient of the whole batch's shape; per-row views cost one.
-    layers = [(k.unbind(0), v.unbind(0)) for k, v, *_ in cache]
-    hidden_rows = hidden.unbind(0)
+    layers = list(cache)
     rows_out: list[torch.Tensor | None] = [None] * B
     for s in sorted(set(split.tolist())):
         rows = torch.nonzero(split == s).flatten()
@@ -91,13 +88,11 @@ def perturbed_hidden_shared(model: torch.nn.Module, input_ids: torch.Tensor, per
             suffix = perturbed_hidden_naive(model, input_ids[rows], perturbed_ids[rows],
                                             None if doc_ids is None else doc_ids[rows])
         else:
-            idx = rows.tolist()
-            prefix = DynamicCache(ddp_cache_data=[(torch.stack([ks[r][:, :s] for r in idx]),
-                                                   torch.stack([vs[r][:, :s] for r in idx])) for ks, vs in layers],
+            prefix = DynamicCache(ddp_cache_data=[(k[rows, :, :s], v[rows, :, :s]) for k, v, *_ in layers],
                                   config=model.config)
             suffix = model.get_decoder()(input_ids=input_ids[rows, s:], position_ids=perturbed_ids[rows, s:],
                                          attention_mask=_suffix_mask(model, doc_ids, rows, s, T),
                                          past_key_values=prefix, use_cache=True).last_hidden_state
-        for r, out in zip(rows.tolist(), suffix.unbind(0)):
-            rows_out[r] = torch.cat([hidden_rows[r][:s], out], 0) if s else out
+        for i, r in enumerate(rows.tolist()):
+            rows_out[r] = torch.cat([hidden[r, :s], suffix[i]], 0) if s else suffix[i]
     return torch.stack(rows_out)

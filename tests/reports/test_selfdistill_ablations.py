@@ -41,9 +41,9 @@ def test_reversed_order_disagrees_and_missing_arms_are_said():
     suite.update({"rp_skip_early": _arm(0.2), "rp_standard_early": _arm(0.9), "rp_nope": _arm(0.95)})
     rep = rp_ablation(suite, P, "RP-Tab10")
     assert rep.agrees == "no"
-    assert {r["arm"]: r for r in rep.tables[0]["rows"]}["rp_standard_early"]["gap to rp_skip_early"] == \
-        pytest.approx(70.0)
-    missing = {r["arm"]: r for r in rep.tables[0]["rows"]}["rp_dilation"]
+    rows_ = {r["arm"]: r for r in rep.tables[0]["rows"]}
+    assert rows_["rp_standard_early"]["gap to rp_skip_early"] == pytest.approx(70.0)
+    missing = rows_["rp_dilation"]
     assert str(missing["RULER-13"]).startswith("n/a")
     with pytest.raises(ValueError, match="target_id='RP-Tab7'; allowed: RP-Tab8"):
         rp_ablation(suite, P, "RP-Tab7")
