@@ -121,9 +121,13 @@ def _attention_mask(model: torch.nn.Module, input_ids: torch.Tensor, position_id
 
 def forward(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None,
             doc_ids: torch.Tensor | None = None, **kwargs):
-    """Run the model with the masking policy in the module docstring; returns the HF output."""
+    """Run the model with the masking policy in the module docstring; returns the HF output. With
+    ``inputs_embeds=`` (B, T, H) in ``kwargs`` the model runs on those instead of its embedding lookup of
+    ``input_ids`` (which then only shape the mask)."""
     kwargs.setdefault("use_cache", False)
     mask = _attention_mask(model, input_ids, position_ids, doc_ids)
+    if kwargs.get("inputs_embeds") is not None:  # the embeddings replace the lookup; the ids only shape the mask
+        input_ids = None
     return model(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, **kwargs)
 
 
@@ -133,6 +137,8 @@ def forward_hidden(model: torch.nn.Module, input_ids: torch.Tensor, position_ids
     model's public ``get_decoder()`` (for :func:`repro.loss.chunked_clm_loss`)."""
     kwargs.setdefault("use_cache", False)
     mask = _attention_mask(model, input_ids, position_ids, doc_ids)
+    if kwargs.get("inputs_embeds") is not None:
+        input_ids = None
     return model.get_decoder()(input_ids=input_ids, position_ids=position_ids, attention_mask=mask,
                                **kwargs).last_hidden_state
 

@@ -7,6 +7,7 @@ validates ranges so a bad value fails before any work starts.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -349,6 +350,67 @@ class SelfDistillConfig:
     """RP-Cost: timed steps per arm (interleaved rounds) of the step-time benchmark."""
 
 
+CD_MEM_LENGTHS: tuple[int, ...] = (1024, 2048, 4096, 8192, 16_384, 32_768)
+"""CD-Mem: lengths at which the IG score's peak memory and time are measured (naive eager vs memory-linear)."""
+
+
+@dataclass(frozen=True)
+class CDTConfig:
+    """Context Denoising Training (CDT §3-4, §6, App. B-C): its arms, its analysis model and the analyses.
+
+    The comparison (CD-Tab2) is CE, LongCE and CDT from the same base: CE and LongCE are the self-distillation
+    comparison's ``rp_standard`` and ``rp_longce`` (full-length rows at the target, ``selfdistill.rope_theta``,
+    ``selfdistill.bf16``, ``extend``'s steps), and CDT trains on the same rows with the same settings, only the
+    objective differs (:mod:`repro.methods.cdt`). The token-type analyses (CD-Fig3/4/5/7/8/10) need a model that
+    answers the multi-hop task right on some samples and wrong on others, which the base does not (0% in
+    ``TB-Base``): the *task model* is the base fine-tuned on ``task`` rows at its own window (training key pool),
+    with CE (the model analysed) and with CDT (CD-Fig10's EM curve beside CE's)."""
+
+    beta: float = 5.0
+    """Eq. 3's denoising strength (the paper: 5 for Llama 3 at lr 1e-5)."""
+    threshold: str = "document"
+    """Eq. 2's mean per ``document`` (default) or per packed ``row`` (the authors' trainer)."""
+    arms: tuple[str, ...] = ("cdt",)
+    """CDT arms trained ``extend.steps`` steps (:data:`repro.methods.arms.CD_ARMS`)."""
+    compare_arms: tuple[str, ...] = ("rp_standard", "rp_longce")
+    """CE and LongCE of CD-Tab2: the self-distillation arms of the same objectives (trained by that stage)."""
+    replicate_arms: tuple[str, ...] = ("cdt",)
+    """CDT arms also trained with extra training seeds (``extend.seed_replicates`` in all)."""
+    curve_every: int = 50
+    """Steps between the CDT arm's checkpoints kept along training (CD-Fig10 at the target)."""
+    task: str = "multihop_2"
+    """The analysis task (CDT's multi-hop task with its token-type labels)."""
+    task_steps: int = 600
+    """Optimizer steps of the task model's fine-tune (CE and CDT alike)."""
+    task_lr: float = 1e-3
+    """Peak learning rate of the task fine-tune (cosine, ``extend``'s warmup and batch)."""
+    task_curve_every: int = 100
+    """Steps between the task fine-tunes' checkpoints (CD-Fig10)."""
+    analysis_samples: int = 48
+    """Multi-hop prompts (at the base window) scored for CD-Fig3/5/7 (split by right/wrong answer)."""
+    top_k: int = 30
+    """Tokens per answer row counted by the FR score and by the top-k detectors of CD-Fig7 (the paper: 30)."""
+    top_heads: int = 30
+    """Heads of App. B's top-head FR (clipped to the model's head count)."""
+    lr_sweep: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
+    """CD-Fig8: learning rates of the denoising step at beta = 1."""
+    map_chunks: int = 46
+    """CD-Fig14: chunks of the chunked attention map (the paper: 46)."""
+    map_samples: int = 8
+    """CD-Fig14: prompts averaged per map."""
+    mem_lengths: tuple[int, ...] = CD_MEM_LENGTHS
+    """CD-Mem: sequence lengths of the memory/time sweep (the tiny model; each method until it fails)."""
+    mem_cap_gib: float = 16.0
+    """CD-Mem: memory cap of each measurement (a run above it is stopped and reported as out of memory)."""
+    cost_steps: int = 6
+    """CD-Cost: timed steps per arm (interleaved rounds)."""
+    longppl_evaluator: str = "flt"
+    """Checkpoint whose short-vs-long loss gap picks LongPPL's key tokens (the paper: Qwen2-72B; here FLT, trained
+    from the same base but in none of the compared arms)."""
+    longppl_docs: int = 16
+    """Held-out documents (cut at the target) for LongPPL and PPL."""
+
+
 @dataclass(frozen=True)
 class Profile:
     """Everything a run needs; the name keys run directories and the figures index."""
@@ -371,6 +433,8 @@ class Profile:
     """LongRecipe arms, analysis, replay and merging."""
     selfdistill: SelfDistillConfig = field(default_factory=SelfDistillConfig)
     """RoPE-perturbed self-distillation arms, ablations and their evaluation."""
+    cdt: CDTConfig = field(default_factory=CDTConfig)
+    """Context Denoising Training arms, its analysis model and analyses."""
 
     def override(self, **sections: dict[str, Any]) -> "Profile":
         """A copy with fields replaced, e.g. ``p.override(extend={"steps": 10})``."""
@@ -378,7 +442,7 @@ class Profile:
         for sec, values in sections.items():
             if sec not in {f.name for f in dataclasses.fields(self)} or sec == "name":
                 raise ValueError(f"unknown profile section {sec!r}; "
-                                 "allowed: corpus, tokenizer, model, base, extend, eval, longrecipe, selfdistill")
+                                 "allowed: corpus, tokenizer, model, base, extend, eval, longrecipe, selfdistill, cdt")
             cur = getattr(out, sec)
             names = {f.name for f in dataclasses.fields(cur)}
             bad = set(values) - names
@@ -412,6 +476,9 @@ SMOKE = Profile(
                                                  "rp_attn_noise", "rp_nope"),
                                   curve_every=2, longce_window=192, longce_stride=48, eval_lengths=(384,),
                                   yarn_factors=(2.0,), yarn_samples=1, ablation_samples=1, cost_steps=1),
+    cdt=CDTConfig(replicate_arms=(), curve_every=2, task="multihop_2", task_steps=4, task_curve_every=2,
+                  analysis_samples=4, top_k=8, lr_sweep=(1e-2, 1.0), map_chunks=8, map_samples=1,
+                  mem_lengths=(128, 256), mem_cap_gib=4.0, cost_steps=1, longppl_docs=2),
 )
 """CI: proves every code path runs in seconds; asserts structure, not science."""
 
@@ -542,6 +609,21 @@ def validate(p: Profile) -> Profile:
                          f"yarn_samples={sd.yarn_samples}, ablation_samples={sd.ablation_samples}, "
                          f"cost_steps={sd.cost_steps}; allowed: lengths in 1..extend.target_window, factors >= 1, "
                          "counts >= 1")
+    cd = p.cdt
+    if not (cd.beta >= 0 and math.isfinite(cd.beta)) or cd.threshold not in ("document", "row"):
+        raise ValueError(f"cdt.beta={cd.beta}, cdt.threshold={cd.threshold!r}; allowed: a finite beta >= 0, "
+                         "threshold document or row")
+    if set(cd.replicate_arms) - set(cd.arms):
+        raise ValueError(f"cdt.replicate_arms={cd.replicate_arms}; allowed: arms of cdt.arms={cd.arms}")
+    for name in ("curve_every", "task_steps", "task_curve_every", "analysis_samples", "top_k", "top_heads",
+                 "map_chunks", "map_samples", "cost_steps", "longppl_docs"):
+        if getattr(cd, name) < 1:
+            raise ValueError(f"cdt.{name}={getattr(cd, name)}; allowed: >= 1")
+    if not 0 < cd.task_lr <= 1 or not cd.lr_sweep or min(cd.lr_sweep) <= 0 or not cd.mem_lengths \
+            or min(cd.mem_lengths) < 16 or cd.mem_cap_gib <= 0:
+        raise ValueError(f"cdt.task_lr={cd.task_lr}, lr_sweep={cd.lr_sweep}, mem_lengths={cd.mem_lengths}, "
+                         f"mem_cap_gib={cd.mem_cap_gib}; allowed: 0 < task_lr <= 1, learning rates > 0, lengths >= 16, "
+                         "cap > 0")
     if e.target_window not in ev.lengths:
         raise ValueError(f"extend.target_window={e.target_window} must be one of eval.lengths={ev.lengths}")
     if ev.samples < 1 or ev.batch_size < 1:

@@ -148,8 +148,12 @@ class MethodHooks(Protocol):
         KL term, LongCE, CDT) define it."""
         ...
 
+    def before_step(self, step: int, lr: float) -> None:
+        """Called before the loss of ``step`` with that step's learning rate (CDT's denoising, Eq. 3, uses it)."""
+        ...
 
-OPTIONAL_HOOKS: tuple[str, ...] = ("lr_scale", "loss")
+
+OPTIONAL_HOOKS: tuple[str, ...] = ("lr_scale", "loss", "before_step")
 """The names of :class:`MethodHooks`."""
 
 
@@ -247,6 +251,7 @@ class Trainer:
         self.loss_fn = loss_fn or getattr(method, "loss", None) or \
             (lambda m, b: clm_step(m, b, cfg.bf16, cfg.chunked_loss))
         self.lr_scale = getattr(method, "lr_scale", None)
+        self.before_step = getattr(method, "before_step", None)
         self.progress = progress
         decay, no_decay = [], []
         for n, p in model.named_parameters():
@@ -324,11 +329,13 @@ class Trainer:
                 raise Interrupted(self.step)
             t0 = time.perf_counter()
             batch = {k: torch.as_tensor(v) for k, v in self.method.batch(self.step).items()}
+            lr = self._set_lr()
+            if self.before_step is not None:
+                self.before_step(self.step, lr)
             loss, metrics = self.loss_fn(self.model, batch)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip or float("inf"))
-            lr = self._set_lr()
             self.opt.step()
             dt = time.perf_counter() - t0
             n_tok = int(batch["input_ids"].numel())

@@ -9,6 +9,8 @@
   in :mod:`repro.methods.perturb`);
 - :mod:`repro.methods.longce`: LongCE's loss (Fang et al., 2025; as the official LongPPL code computes
   it): short-window losses, the clipped weights and the weighted CLM step, for a method's ``loss`` hook;
+- :mod:`repro.methods.cdt`: Context Denoising Training: embedding-gradient detection of noise tokens (Eq. 2),
+  their denoised embeddings (Eq. 3) and the CE on them (Eq. 4), online every step;
 - :mod:`repro.methods.arms`: the names of the trained arms (``pose``, ``longrecipe_r20``,
   ``flt+replay``, ...) and the one parser for them.
 
@@ -20,7 +22,7 @@ A new method is one module here that decorates its factory with
 from repro.methods.registry import METHODS, get_method, register_method
 
 # Importing the method modules registers their factories.
-from repro.methods import base, extension, selfdistill  # noqa: E402,F401  isort: skip
+from repro.methods import base, cdt, extension, selfdistill  # noqa: E402,F401  isort: skip
 from repro.methods.arms import EXTENSION_METHODS, ArmName, extension_spec, parse_arm, ratio_arm  # noqa: E402
 from repro.methods.base import BaseCurriculum  # noqa: E402
 from repro.methods.extension import Extension, ExtensionSpec  # noqa: E402

@@ -5,7 +5,8 @@ An arm name is ``<extension arm>[+<stage>][@seed<k>]``:
 - the extension arm is a key of :data:`EXTENSION_METHODS` (``flt``, ``pose``, ``rpes``,
   ``longrecipe``, ``longrecipe_wo_t``, ``longrecipe_random_t``) or ``longrecipe_r<percent>``
   (LongRecipe at that token ratio, Table 4), a self-distillation arm of :data:`RP_ARMS` (``rp_skip``,
-  ``rp_standard``, ...; no replay or merge stage), or ``base`` (the base model itself);
+  ``rp_standard``, ...; no replay or merge stage), a CDT arm of :data:`CD_ARMS` (``cdt``; neither), or ``base``
+  (the base model itself);
 - the stage suffix is ``+replay`` (LongRecipe §4.3 pretraining-data replay) or ``+merge``
   (the replayed model merged with the base, Eq. 8);
 - the training-seed suffix ``@seed<k>`` (``k >= 1``) names the k-th extra training run of the same
@@ -80,6 +81,17 @@ RP_ARMS: dict[str, RPArm] = {
 target with ``selfdistill.rope_theta``; ``rp_standard`` is FLT with that RoPE base (the paper's Standard)."""
 
 
+CD_ARMS: dict[str, str] = {"cdt": "CDT"}
+"""Context Denoising Training arms -> the paper's row. A CD arm trains like ``rp_standard`` (same base, rows,
+RoPE base, precision and schedule) with the objective of :mod:`repro.methods.cdt` (``cdt.beta``,
+``cdt.threshold``); CD-Tab2's CE and LongCE are ``rp_standard`` and ``rp_longce``."""
+
+
+def cd_arm(name: str) -> str | None:
+    """The paper row of a CDT arm name (replicate suffix allowed), else None."""
+    return CD_ARMS.get(split_seed(name)[0])
+
+
 def rp_arm(name: str) -> RPArm | None:
     """The :class:`RPArm` of a self-distillation arm name (replicate suffix allowed), else None."""
     return RP_ARMS.get(split_seed(name)[0])
@@ -137,7 +149,8 @@ def ratio_of(arm: str) -> int | None:
 
 def _unknown(name: str) -> ValueError:
     return ValueError(f"unknown arm {name!r}; allowed: {BASE}, {', '.join(EXTENSION_METHODS)}, "
-                      f"{RATIO_PREFIX}<percent> (1..100), {', '.join(RP_ARMS)}, each LongRecipe-style "
+                      f"{RATIO_PREFIX}<percent> (1..100), {', '.join(RP_ARMS)}, {', '.join(CD_ARMS)}, "
+                      "each LongRecipe-style "
                       "extension arm optionally followed by "
                       f"{' or '.join('+' + s for s in STAGES)} and then by {SEED_MARK}<k> (k >= 1)")
 
@@ -150,9 +163,9 @@ def parse_arm(name: str) -> ArmName:
         if plus or replicate:  # one base model: every arm's replicates extend the same base
             raise _unknown(name)
         return ArmName(BASE, "base")
-    if plus and (stage not in STAGES or arm in RP_ARMS):
+    if plus and (stage not in STAGES or arm in RP_ARMS or arm in CD_ARMS):
         raise _unknown(name)
-    if arm in RP_ARMS:
+    if arm in RP_ARMS or arm in CD_ARMS:
         return ArmName(arm, "extend", None, replicate)
     ratio = ratio_of(arm)
     if arm not in EXTENSION_METHODS and not (ratio is not None and 1 <= ratio <= 100):

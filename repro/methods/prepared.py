@@ -103,7 +103,7 @@ def _shift(state: dict, start: dict, offset: dict) -> dict:
 class PreparedBatches:
     """Replays a folder written by :func:`prepare_batches` as a method (same name and state).
 
-    ``inner``: the method the batches came from; its optional hooks (``loss``, ``lr_scale``) and its
+    ``inner``: the method the batches came from; its optional hooks (:data:`repro.train.OPTIONAL_HOOKS`) and its
     ``observe`` are kept, so an objective other than plain CLM still applies.
     """
 
@@ -116,7 +116,9 @@ class PreparedBatches:
                        for k in ARRAYS if (self.path / f"{k}.npy").exists()}
         self.state = dict(meta["start_state"])
         self.inner = inner
-        for hook in ("loss", "lr_scale"):
+        from repro.train import OPTIONAL_HOOKS
+
+        for hook in OPTIONAL_HOOKS:
             if inner is not None and hasattr(inner, hook):
                 setattr(self, hook, getattr(inner, hook))
 

@@ -29,7 +29,13 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
 
     from repro.methods.arms import rp_arm
 
+    from repro.methods.arms import cd_arm
+
     p = as_profile(profile)
+    if cd_arm(method) is not None:  # CDT trains as the self-distillation comparison's Standard, its own objective
+        from repro.stages.cdt import train_cdt
+
+        return train_cdt(p, method, run_dir, force, progress)
     if rp_arm(method) is not None:  # the self-distillation comparison has a stage of its own
         from repro.stages.selfdistill import train_selfdistill
 
@@ -101,7 +107,8 @@ def extension_arms(profile: Profile | str, paper: str = "all") -> tuple[str, ...
     Table 1 and Table 3 arms and the token-ratio arms of ``longrecipe.ratios`` (Table 4). The arms in
     ``extend.replicate_arms`` follow with their training-seed replicates ``<arm>@seed1`` ... (``extend.seed_replicates``
     seeds in all). Self-distillation adds ``selfdistill.main_arms``, ``matched_arms`` and ``ablation_arms``, then
-    the replicates of ``selfdistill.replicate_arms``.
+    the replicates of ``selfdistill.replicate_arms``. CDT adds its CE and LongCE (``cdt.compare_arms``, with their
+    replicates; trained once when self-distillation is also run) and ``cdt.arms`` with their replicates.
     """
     from repro.methods import EXTENSION_METHODS, ratio_arm
     from repro.methods.arms import SEED_MARK
@@ -119,6 +126,12 @@ def extension_arms(profile: Profile | str, paper: str = "all") -> tuple[str, ...
         sd = p.selfdistill
         rp = [*sd.main_arms, *sd.matched_arms, *sd.ablation_arms]
         arms += rp + [f"{a}{SEED_MARK}{k}" for a in sd.replicate_arms for k in range(1, p.extend.seed_replicates)]
+    if includes(paper, "cdt"):
+        cd, sd, k_all = p.cdt, p.selfdistill, range(1, p.extend.seed_replicates)
+        compare = [*cd.compare_arms, *(f"{a}{SEED_MARK}{k}" for a in cd.compare_arms if a in sd.replicate_arms
+                                       for k in k_all)]
+        arms += [a for a in compare if a not in arms]
+        arms += [*cd.arms, *(f"{a}{SEED_MARK}{k}" for a in cd.replicate_arms for k in k_all)]
     return tuple(arms)
 
 

@@ -29,6 +29,13 @@ def _spec_key(p: Profile, method: str) -> dict:
     from repro.methods import ExtensionSpec, extension_spec
     from repro.methods.arms import rp_arm
 
+    from repro.methods.arms import cd_arm
+
+    if cd_arm(method) is not None:  # trained as rp_standard with the CDT objective
+        from repro.stages.cdt import stage_fields
+
+        sd = dataclasses.asdict(p.selfdistill)
+        return {"cd": stage_fields(p), "selfdistill": {k: sd[k] for k in ("rope_theta", "bf16")}}
     if (arm := rp_arm(method)) is not None:
         sd = dataclasses.asdict(p.selfdistill)
         used = ("rope_theta", "bf16", "ablation_steps", "matched_steps_ratio", "longce_window", "longce_stride")

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from repro.methods.cdt import CDTSpec
 from repro.methods import (EXTENSION_METHODS, METHODS, ArmName, Extension, ExtensionSpec, get_method, parse_arm,
                            register_method)
 from repro.methods.selfdistill import SelfDistillSpec
@@ -35,7 +36,7 @@ def test_registry_is_filled_from_repro_methods_alone_in_a_fresh_interpreter():
             "print(int(any(k == 'repro.stages' or k.startswith('repro.stages.') for k in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     names, stages_loaded = out.stdout.split()
-    assert names == "base_curriculum,extension,replay,selfdistill"
+    assert names == "base_curriculum,cdt,extension,replay,selfdistill"
     assert stages_loaded == "0"  # methods know nothing of the pipeline
 
 
@@ -142,6 +143,8 @@ def test_every_registered_method_declares_the_protocol(small_tokenizer, corpus_r
     }
     built["selfdistill"] = get_method("selfdistill", name="rp_skip", spec=SelfDistillSpec(), inner=built["extension"],
                                       seed=0, pad_id=small_tokenizer.pad_token_id)
+    built["cdt"] = get_method("cdt", name="cdt", spec=CDTSpec(), inner=built["extension"],
+                              pad_id=small_tokenizer.pad_token_id)
     assert set(built) == set(METHODS)
     for name, m in built.items():
         for member in ("name", "batch", "observe", "finished", "state_dict", "load_state_dict"):

@@ -1,0 +1,228 @@
+"""Context Denoising Training (CDT, §4): detect noise tokens by their embedding gradient, push their embeddings
+down that gradient, then train on the denoised embeddings.
+
+One training step on a batch, as the paper defines it:
+
+1. **Critical-token detection (Eq. 2).** The model's weights are frozen (``requires_grad`` off for the pass, so
+   no weight gradient is ever computed) and the step's CE loss is back-propagated to the input embeddings
+   ``E(x)`` only. Token ``i`` is *noise* (``I(x_i) = 1``) when ``||dL/dE(x_i)||_2`` is below the mean of that
+   norm over its sequence (:func:`noise_mask`).
+2. **Denoising (Eq. 3).** ``E'(x_i) = E(x_i) - I(x_i) * dL/dE(x_i) * lr * beta`` with the step's current learning
+   rate ``lr`` and the strength ``beta`` (:attr:`CDTSpec.beta`; the paper uses 5 for Llama 3).
+3. **Emphasizing training (Eq. 4).** The step's loss is the CE of the model run on ``E'`` (weights unfrozen);
+   the gradient reaches the embedding table through ``E`` (the detection gradient enters as a constant).
+
+All three happen online, every step (the paper's EM remark: the model it detects with is the one being trained).
+
+**"The sequence" of Eq. 2 when rows are packed.** The paper's mean is over a sample's ``n`` tokens. With several
+documents packed into one row we take the mean per document (:attr:`CDTSpec.threshold` ``"document"``, the
+default: the paper's sample is a document); the authors' trainer takes it over the whole packed row
+(``"row"``), offered as a named option. Padding never counts. With one document per row both are the same.
+
+**What the loss is.** The detection and the training use the same loss, the step's weighted CE
+(:func:`repro.loss.chunked_clm_loss`: the batch's token weights, mean over weighted targets), so ``dL/dE`` has the
+scale of that mean: ``lr * beta`` is in the units the paper's Eq. 3 uses.
+
+**Cost.** A CE step is one forward and one full backward. CDT adds one forward and one backward that computes
+activation gradients only (the frozen weights need none): about 1 + (1 + ~0.5) / 3 of a CE step where a backward
+costs two forwards. The authors' trainer runs a full second backward instead (about 2x). ``CD-Cost`` measures it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from repro.loss import chunked_clm_loss, weighted_clm_loss
+from repro.methods.registry import register_method
+from repro.models import forward_hidden, plain_head_weight
+from repro.train import answer_exact_match_hidden
+
+THRESHOLDS = ("document", "row")
+"""Where Eq. 2's mean is taken: per document (default) or over the whole packed row (the authors' trainer)."""
+
+
+@dataclass(frozen=True)
+class CDTSpec:
+    """The settings of Context Denoising Training."""
+
+    beta: float = 5.0
+    """Denoising strength of Eq. 3 (>= 0; 0 gives exactly the CE step). The paper: 5 for Llama 3 at lr 1e-5."""
+    threshold: str = "document"
+    """Scope of Eq. 2's mean: ``document`` (each document of a packed row) or ``row`` (the authors' trainer)."""
+
+    def __post_init__(self):
+        if not (math.isfinite(self.beta) and self.beta >= 0):
+            raise ValueError(f"beta={self.beta!r}; allowed: a finite value >= 0")
+        if self.threshold not in THRESHOLDS:
+            raise ValueError(f"threshold={self.threshold!r}; allowed: {', '.join(THRESHOLDS)}")
+
+    def with_(self, **kw) -> "CDTSpec":
+        """A copy with fields replaced."""
+        return replace(self, **kw)
+
+
+@contextlib.contextmanager
+def frozen(model: torch.nn.Module):
+    """Within the block every parameter of ``model`` has ``requires_grad=False`` (restored on exit, also after an
+    error), so a backward computes activation gradients only."""
+    flags = [(p, p.requires_grad) for p in model.parameters()]
+    for p, _ in flags:
+        p.requires_grad_(False)
+    try:
+        yield model
+    finally:
+        for p, f in flags:
+            p.requires_grad_(f)
+
+
+def _device(t: torch.Tensor) -> str:
+    return "cpu" if t.device.type == "cpu" else "cuda"
+
+
+def ce_from_embeds(model, embeds: torch.Tensor, batch: dict[str, torch.Tensor], bf16: bool = False,
+                   chunk: int = 2048) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """The batch's weighted CE with the model run on ``embeds`` (B, T, H) instead of its own embedding lookup:
+    ``(loss, final hidden states or None, head or None)`` (chunked from the hidden states when the model has a
+    plain head, :func:`repro.models.plain_head_weight`; from the logits otherwise)."""
+    ids, w = batch["input_ids"], batch["weights"]
+    head = plain_head_weight(model)
+    with torch.autocast(_device(ids), dtype=torch.bfloat16, enabled=bf16):
+        if head is not None:
+            hidden = forward_hidden(model, ids, batch.get("position_ids"), batch.get("doc_ids"), inputs_embeds=embeds)
+        else:
+            from repro.models import forward
+
+            logits = forward(model, ids, batch.get("position_ids"), batch.get("doc_ids"), inputs_embeds=embeds).logits
+    if head is not None:
+        return chunked_clm_loss(hidden, head, ids, w, chunk, torch.bfloat16 if bf16 else None), hidden, head
+    return weighted_clm_loss(logits, ids, w)[0], None, None
+
+
+def embedding_gradients(model, batch: dict[str, torch.Tensor], bf16: bool = False, chunk: int = 2048,
+                        embeds: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Detection pass (§4.1): ``(dL/dE (B, T, H), loss)`` for the batch's CE, with the model's weights frozen and
+    the backward taken to the input embeddings only (no parameter gets a ``.grad``; none is computed).
+
+    ``embeds``: the input embeddings to differentiate at (default: the model's lookup of ``input_ids``)."""
+    if embeds is None:
+        with torch.no_grad():
+            embeds = model.get_input_embeddings()(batch["input_ids"])
+    e = embeds.detach().requires_grad_(True)
+    with frozen(model):
+        loss = ce_from_embeds(model, e, batch, bf16, chunk)[0]
+        (grad,) = torch.autograd.grad(loss, e)
+    return grad, loss.detach()
+
+
+def noise_mask(grad_norm: torch.Tensor, valid: torch.Tensor, doc_ids: torch.Tensor | None = None,
+               threshold: str = "document") -> torch.Tensor:
+    """Eq. 2: ``True`` where a token is noise, i.e. its gradient norm is strictly below the mean norm of its
+    sequence. ``grad_norm``, ``valid`` (non-padding) and ``doc_ids``: (B, T). The mean is over the valid tokens of
+    each document (``threshold="document"``; rows without ``doc_ids`` are one document) or of each whole row
+    (``"row"``). Padding is never noise."""
+    if threshold not in THRESHOLDS:
+        raise ValueError(f"threshold={threshold!r}; allowed: {', '.join(THRESHOLDS)}")
+    if grad_norm.shape != valid.shape:
+        raise ValueError(f"grad_norm {tuple(grad_norm.shape)} and valid {tuple(valid.shape)} must have one shape")
+    B, T = grad_norm.shape
+    if threshold == "row" or doc_ids is None:
+        groups = torch.arange(B, device=grad_norm.device)[:, None].expand(B, T)
+    else:  # (row, document) pairs numbered densely
+        pairs = torch.stack([torch.arange(B, device=doc_ids.device)[:, None].expand(B, T), doc_ids.long()], -1)
+        groups = torch.unique(pairs.reshape(-1, 2), dim=0, return_inverse=True)[1].reshape(B, T)
+    g = groups[valid]
+    n = int(groups.max()) + 1
+    norms = grad_norm[valid].to(torch.float64)
+    total = torch.zeros(n, dtype=torch.float64, device=norms.device).index_add_(0, g, norms)
+    count = torch.zeros(n, dtype=torch.float64, device=norms.device).index_add_(0, g, torch.ones_like(norms))
+    mean = total / count.clamp_min(1)
+    out = torch.zeros_like(valid)
+    out[valid] = norms < mean[g]
+    return out
+
+
+def denoise(embeds: torch.Tensor, grad: torch.Tensor, noise: torch.Tensor, lr: float, beta: float) -> torch.Tensor:
+    """Eq. 3: ``E' = E - I(x) * grad * lr * beta`` (``noise``: the (B, T) mask ``I``). ``grad`` enters as a
+    constant; the result keeps ``embeds``' graph."""
+    step = (noise[..., None].to(grad.dtype) * grad.detach()) * (lr * beta)
+    return embeds - step.to(embeds.dtype)
+
+
+def valid_tokens(batch: dict[str, torch.Tensor], pad_id: int | None) -> torch.Tensor:
+    """Non-padding tokens of a batch: ``input_ids != pad_id`` (all tokens when ``pad_id`` is None)."""
+    ids = batch["input_ids"]
+    return torch.ones_like(ids, dtype=torch.bool) if pad_id is None else ids != pad_id
+
+
+def cdt_loss(model, batch: dict[str, torch.Tensor], spec: CDTSpec, lr: float, pad_id: int | None = None,
+             bf16: bool = False, chunk: int = 2048) -> tuple[torch.Tensor, dict[str, float]]:
+    """One CDT step's objective (Eq. 2-4) on a batch (``input_ids``, ``weights``; optional ``position_ids``,
+    ``doc_ids``, ``answer_group``) at learning rate ``lr``: ``(loss, metrics)``. ``loss`` is the CE on the denoised
+    embeddings (call ``backward`` on it as on a CE loss); metrics: ``loss``, ``detect_loss`` (the CE before
+    denoising), ``noise_fraction`` (share of valid tokens marked noise), ``shift`` (mean L2 norm of the
+    embedding change over noise tokens), ``train_em``. Usable in a plain training loop on any HF causal LM."""
+    if not (math.isfinite(lr) and lr >= 0):
+        raise ValueError(f"lr={lr!r}; allowed: a finite value >= 0")
+    embeds = model.get_input_embeddings()(batch["input_ids"])
+    metrics: dict[str, float] = {}
+    if spec.beta > 0 and lr > 0:
+        grad, detect = embedding_gradients(model, batch, bf16, chunk, embeds)
+        valid = valid_tokens(batch, pad_id)
+        noise = noise_mask(grad.float().norm(dim=-1), valid, batch.get("doc_ids"), spec.threshold)
+        embeds = denoise(embeds, grad, noise, lr, spec.beta)
+        n_noise = int(noise.sum())
+        metrics.update(detect_loss=float(detect), noise_fraction=n_noise / max(int(valid.sum()), 1),
+                       shift=float(grad[noise].float().norm(dim=-1).mean() * lr * spec.beta) if n_noise else 0.0)
+    loss, hidden, head = ce_from_embeds(model, embeds, batch, bf16, chunk)
+    if "answer_group" in batch and hidden is not None:
+        with torch.no_grad():
+            hit, total = answer_exact_match_hidden(hidden.detach(), head.detach(), batch["input_ids"],
+                                                   batch["answer_group"])
+        if total:
+            metrics["train_em"] = hit / total
+    metrics["loss"] = float(loss.detach())
+    return loss, metrics
+
+
+@register_method("cdt")
+class ContextDenoising:
+    """CDT on the rows of an inner method (``inner``: e.g. FLT's :class:`repro.methods.Extension` at the target):
+    same batches, the objective of :func:`cdt_loss` with the trainer's current learning rate (the
+    :meth:`before_step` hook).
+
+    ``stop_at``: stop after this many steps of the schedule."""
+
+    def __init__(self, name: str, spec: CDTSpec, inner, pad_id: int | None, bf16: bool = False,
+                 stop_at: int | None = None, chunk: int = 2048):
+        self.name, self.spec, self.inner, self.pad_id = name, spec, inner, pad_id
+        self.bf16, self.stop_at, self.chunk = bf16, stop_at, chunk
+        self.lr: float | None = None
+
+    def batch(self, step: int) -> dict[str, np.ndarray]:
+        return self.inner.batch(step)
+
+    def before_step(self, step: int, lr: float) -> None:
+        self.lr = float(lr)
+
+    def loss(self, model, batch):
+        if self.lr is None:
+            raise RuntimeError(f"method {self.name!r}: no learning rate yet; the trainer calls before_step(step, lr) "
+                               "before each loss (call it yourself in a custom loop, or use cdt_loss(..., lr=...))")
+        return cdt_loss(model, batch, self.spec, self.lr, self.pad_id, self.bf16, self.chunk)
+
+    def observe(self, step: int, metrics: dict) -> None:
+        self.inner.observe(step, metrics)
+
+    def finished(self, step: int) -> bool:
+        return self.stop_at is not None and step >= self.stop_at
+
+    def state_dict(self) -> dict:
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.inner.load_state_dict(state)

@@ -1,0 +1,54 @@
+"""CDT's training stages on the smoke profile: the CD arm trains on rp_standard's rows with its RoPE base, logs the
+detection metrics and keeps its curve; the task models share their rows; beta = 0 reproduces rp_standard."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from repro.models import load_model
+from repro.profiles import get_profile
+from repro.stages.cdt import task_checkpoints, train_task_model
+from repro.stages.extension import train_extension
+from repro.stages.selfdistill import curve_checkpoints
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cd")
+
+
+def _rows(final):
+    return [json.loads(x) for x in (final.parent / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_cdt_arm_trains_on_standard_rows(run_dir):
+    p = get_profile("smoke")
+    cdt = train_extension(p, "cdt", run_dir, progress=False)
+    std = train_extension(p, "rp_standard", run_dir, progress=False)
+    rows = _rows(cdt)
+    assert len(rows) == p.extend.steps and all(0 < r["noise_fraction"] < 1 and r["detect_loss"] > 0 for r in rows)
+    assert load_model(cdt).config.rope_parameters["rope_theta"] == p.selfdistill.rope_theta
+    a, b = (np.load(f / "input_ids.npy") for f in sorted(run_dir.glob("smoke/data-*"))
+            if f.name.startswith(("data-cdt-", "data-rp_standard-")))
+    assert np.array_equal(a, b)  # same rows as CE: only the objective differs
+    assert set(curve_checkpoints(cdt)) == {2} and set(task_checkpoints(cdt)) == {2, 3}
+    # beta = 0: exactly the CE arm
+    p0 = p.override(cdt={"beta": 0.0})
+    zero = train_extension(p0, "cdt", run_dir, progress=False)
+    x, y = load_file(str(zero / "model.safetensors")), load_file(str(std / "model.safetensors"))
+    assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+
+
+def test_task_models_share_rows_and_keep_checkpoints(run_dir):
+    p = get_profile("smoke")
+    ce = train_task_model(p, "ce", run_dir, progress=False)
+    cd = train_task_model(p, "cdt", run_dir, progress=False)
+    assert len(list(run_dir.glob("smoke/data-cdtask-*"))) == 1
+    assert set(task_checkpoints(ce)) == set(task_checkpoints(cd)) == {2, 4}
+    assert all("noise_fraction" in r for r in _rows(cd)) and not any("noise_fraction" in r for r in _rows(ce))
+    assert train_task_model(p, "ce", run_dir, progress=False) == ce  # cached
+    with pytest.raises(ValueError, match="objective='kl'; allowed: ce, cdt"):
+        train_task_model(p, "kl", run_dir)
