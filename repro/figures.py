@@ -141,6 +141,14 @@ class Recorder:
             self._update(target_id, ours=ours, agrees=agrees, note=note)
 
 
+    def report(self, rep) -> None:
+        """Write a :class:`repro.reports.common.Report`: each of its tables (:meth:`table`) and its result
+        (:meth:`result`)."""
+        for t in rep.tables:
+            self.table(t["rows"], rep.target, name=t["name"], columns=t["columns"], caption=t["caption"])
+        self.result(rep.target, ours=rep.ours, agrees=rep.agrees, note=rep.note)
+
+
 def render_index(index: Mapping[str, Mapping[str, Any]]) -> str:
     order = {tid: i for i, tid in enumerate(TARGETS)}
     lines = [

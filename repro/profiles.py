@@ -366,8 +366,11 @@ class CDTConfig:
     ``TB-Base``): the *task model* is the base fine-tuned on ``task`` rows at its own window (training key pool),
     with CE (the model analysed) and with CDT (CD-Fig10's EM curve beside CE's)."""
 
-    beta: float = 5.0
-    """Eq. 3's denoising strength (the paper: 5 for Llama 3 at lr 1e-5)."""
+    beta: float = 1e4
+    """Eq. 3's denoising strength. The paper: 5 for Llama 3 at lr 1e-5 (lr x beta = 5e-5, below where its Fig. 8
+    saturates). Tiny: 1e4, so that lr x beta = 10 at the peak lr 1e-3: CD-Fig8's sweep (beta = 1) on the task model
+    shows no change of attention up to lr x beta = 3 and the first measurable one at 10 (embedding-gradient norms
+    are ~1e-2 against embedding norms ~1)."""
     threshold: str = "document"
     """Eq. 2's mean per ``document`` (default) or per packed ``row`` (the authors' trainer)."""
     arms: tuple[str, ...] = ("cdt",)
@@ -386,14 +389,18 @@ class CDTConfig:
     """Peak learning rate of the task fine-tune (cosine, ``extend``'s warmup and batch)."""
     task_curve_every: int = 100
     """Steps between the task fine-tunes' checkpoints (CD-Fig10)."""
+    analysis_pool: str = "train"
+    """Key pool of the analysis prompts. ``train``: the task model answers 60-75% of fresh prompts (evaluation seeds,
+    disjoint from the training seeds) drawn with the training characters, objects and locations, and about 0% with
+    the evaluation pool (it does not copy unseen location names); the analyses need right and wrong answers."""
     analysis_samples: int = 48
     """Multi-hop prompts (at the base window) scored for CD-Fig3/5/7 (split by right/wrong answer)."""
     top_k: int = 30
     """Tokens per answer row counted by the FR score and by the top-k detectors of CD-Fig7 (the paper: 30)."""
     top_heads: int = 30
     """Heads of App. B's top-head FR (clipped to the model's head count)."""
-    lr_sweep: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
-    """CD-Fig8: learning rates of the denoising step at beta = 1."""
+    lr_sweep: tuple[float, ...] = (0.1, 1.0, 3.0, 10.0, 30.0, 100.0)
+    """CD-Fig8: learning rates of the denoising step at beta = 1 (i.e. the step size lr x beta of Eq. 3)."""
     map_chunks: int = 46
     """CD-Fig14: chunks of the chunked attention map (the paper: 46)."""
     map_samples: int = 8
@@ -503,6 +510,8 @@ PAPER = Profile(
     selfdistill=SelfDistillConfig(rope_theta=8_000_000.0, replicate_arms=(), ablation_steps=20, curve_every=26,
                                   longce_window=4096, longce_stride=1024, eval_lengths=(40_960, 81_920),
                                   yarn_samples=50, ablation_samples=50),
+    cdt=CDTConfig(beta=5.0, lr_sweep=(1e-5, 2e-5, 4e-5, 8e-5, 1.6e-4), replicate_arms=(), curve_every=26,
+                  task_lr=1e-5, mem_lengths=(1024, 2048, 4096, 8192, 12_288, 16_384, 32_768, 65_536), mem_cap_gib=80.0),
 )
 """LongRecipe Table 6 (Llama3-8B-Instruct, 80K target): 24K-token samples for the
 position-transform methods, dynamic-NTK factor 10 (RoPE base 48.9M), batch 96,
@@ -619,6 +628,8 @@ def validate(p: Profile) -> Profile:
                  "map_chunks", "map_samples", "cost_steps", "longppl_docs"):
         if getattr(cd, name) < 1:
             raise ValueError(f"cdt.{name}={getattr(cd, name)}; allowed: >= 1")
+    if cd.analysis_pool not in ("train", "eval"):
+        raise ValueError(f"cdt.analysis_pool={cd.analysis_pool!r}; allowed: train, eval")
     if not 0 < cd.task_lr <= 1 or not cd.lr_sweep or min(cd.lr_sweep) <= 0 or not cd.mem_lengths \
             or min(cd.mem_lengths) < 16 or cd.mem_cap_gib <= 0:
         raise ValueError(f"cdt.task_lr={cd.task_lr}, lr_sweep={cd.lr_sweep}, mem_lengths={cd.mem_lengths}, "

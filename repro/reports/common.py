@@ -60,6 +60,10 @@ class Scores:
              and (eval_seed is None or r.get("eval_seed", 0) == eval_seed)]
         return sum(v) / len(v) if v else None
 
+    def lengths(self) -> set[int]:
+        """The lengths that have scored rows."""
+        return {int(r["length"]) for r in self.rows}
+
     def why(self, task: str, length: int) -> str:
         """Why a cell has no number."""
         if (task, length) in self.skipped:

@@ -173,6 +173,79 @@ def run_rp_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs"
     return _run_plan(p, name, plan, run_dir, force, progress)
 
 
+def run_cd_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
+                 progress: bool = True) -> dict[str, dict]:
+    """Evaluate a CD-Tab2 checkpoint on :func:`repro.stages.plans.cd_plan`; part -> cached record, plus ``all``:
+    the parts' rows in one record (what :func:`repro.reports.cdt.cd_tab2` reads)."""
+    from repro.stages.plans import cd_plan
+
+    p = as_profile(profile)
+    out = _run_plan(p, name, cd_plan(p, name, checkpoint_rope_theta(p, name, run_dir)), run_dir, force, progress)
+    out["all"] = {"results": [r for rec in out.values() for r in rec["results"]],
+                  "skipped": [r for rec in out.values() for r in rec.get("skipped", [])],
+                  "seconds": sum(rec.get("seconds", 0.0) for rec in out.values())}
+    return out
+
+
+def longppl_scores(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
+                   progress: bool = True) -> dict:
+    """CD-Tab2's LongPPL and PPL of a checkpoint (:mod:`repro.analysis.longppl`) on ``cdt.longppl_docs`` held-out
+    documents cut at the target window, with key tokens picked by ``cdt.longppl_evaluator`` (cached: the same
+    key tokens for every checkpoint)."""
+    import torch
+
+    from repro.analysis.longppl import LongPPLConfig, key_tokens, longppl
+    from repro.models import load_model
+
+    p = as_profile(profile)
+    cd, target = p.cdt, p.extend.target_window
+    cfg = LongPPLConfig(window=p.selfdistill.longce_window, stride=p.selfdistill.longce_stride)
+    docs = _long_docs(p, run_dir, cd.longppl_docs, target)
+    evaluator = checkpoint_path(p, cd.longppl_evaluator, run_dir)
+    kkey = stage_key("longppl", {"evaluator": checkpoint_id(evaluator, run_dir), "cfg": cfg, "n": len(docs),
+                                 "target": target})
+
+    def keys() -> dict:
+        model = load_model(evaluator).eval()
+        return {"evaluator": cd.longppl_evaluator,
+                "masks": [key_tokens(model, torch.as_tensor(d)[None], cfg)[0].tolist() for d in docs]}
+
+    masks = cached_json(eval_path(run_dir, p, f"longppl-keys-{kkey}"), force, keys)["masks"]
+    ckpt = checkpoint_path(p, name, run_dir)
+    key = stage_key("longppl", {"ckpt": checkpoint_id(ckpt, run_dir), "keys": kkey})
+
+    def compute() -> dict:
+        model = load_model(ckpt).eval()
+        per_doc = [longppl(model, torch.as_tensor(d)[None], torch.as_tensor(m)[None]) for d, m in zip(docs, masks)]
+        return {"checkpoint": str(ckpt), "evaluator": cd.longppl_evaluator, "docs": per_doc,
+                **_aggregate_longppl(per_doc)}
+
+    return cached_json(eval_path(run_dir, p, f"longppl-{name}-{key}"), force, compute)
+
+
+def _aggregate_longppl(per_doc: list[dict]) -> dict:
+    """Mean over documents of LongPPL (documents with key tokens) and PPL."""
+    with_keys = [d["longppl"] for d in per_doc if d.get("n_key", 0) > 0]
+    return {"longppl": float(np.mean(with_keys)) if with_keys else None,
+            "ppl": float(np.mean([d["ppl"] for d in per_doc])), "n_key": int(sum(d.get("n_key", 0) for d in per_doc))}
+
+
+def _long_docs(p: Profile, run_dir: str | Path, n: int, length: int) -> list[np.ndarray]:
+    """``n`` held-out documents of at least ``length`` tokens, cut at ``length`` (stdlib test modules, never in the
+    corpus)."""
+    tok = get_tokenizer(p, run_dir)
+    out = []
+    for doc in iter_heldout_code(8 * n):
+        ids = tok(doc.text).input_ids
+        if len(ids) >= length:
+            out.append(np.asarray(ids[:length], dtype=np.int64))
+        if len(out) == n:
+            break
+    if not out:
+        raise ValueError(f"no held-out document reaches {length} tokens; LongPPL needs at least one")
+    return out
+
+
 def run_rp_curve(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
                  progress: bool = True) -> dict[int, dict]:
     """RP-Fig4: every checkpoint kept along a curve arm's training (``rp_skip``, ``rp_standard_matched``) on the

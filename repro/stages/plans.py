@@ -11,7 +11,8 @@ from __future__ import annotations
 from repro.profiles import Profile
 from repro.tasks.summary import DECILE_DEPTHS, NIAH_TASKS, RULER_TASKS, ruler_in_suite
 
-__all__ = ["base_window_grid", "lr_plan", "plan_cost", "rp_plan", "ruler_in_suite", "suite_plan", "yarn_rope"]
+__all__ = ["base_window_grid", "cd_plan", "lr_plan", "plan_cost", "rp_plan", "ruler_in_suite", "suite_plan",
+           "yarn_rope"]
 
 RP_SEED_ARMS: tuple[str, ...] = ("rp_standard", "rp_cyclic", "rp_skip")
 """Self-distillation arms whose RULER is re-drawn with every evaluation seed (Table 15's rows)."""
@@ -118,4 +119,18 @@ def rp_plan(p: Profile, name: str, rope_theta: float, early: bool = False) -> di
     for f in sd.yarn_factors:
         plan[f"yarn{f:g}"] = {"tasks": ruler, "lengths": (int(round(f * target)),), "samples": sd.yarn_samples,
                               "rope": yarn_rope(p, name, f, rope_theta), **cell}
+    return plan
+
+
+def cd_plan(p: Profile, name: str, rope_theta: float) -> dict[str, dict]:
+    """Evaluation parts of a CD-Tab2 checkpoint (CE = ``rp_standard``, LongCE = ``rp_longce``, CDT) ->
+    ``evaluate_checkpoint`` kwargs: ``suite`` is exactly :func:`rp_plan`'s (RULER and NIAH-position at
+    ``selfdistill.eval_lengths``; the CE and LongCE arms reuse their cached records), ``multihop`` the multi-hop
+    task (the BABILong stand-in) at the same lengths and cells."""
+    ev = p.eval
+    hops = tuple(t for t in ev.suite_tasks if t.startswith("multihop_"))
+    plan = {"suite": rp_plan(p, name, rope_theta)["suite"]}
+    if hops:
+        plan["multihop"] = {"tasks": hops, "lengths": tuple(p.selfdistill.eval_lengths), "samples": ev.suite_samples,
+                            "depths": ev.suite_depths, "seeds": ev.seeds[:1]}
     return plan

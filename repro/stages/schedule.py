@@ -24,8 +24,10 @@ def _threads(workers: int) -> int:
 def _cost(p: Profile, name: str) -> float:
     """Relative training cost of an arm (tokens per step x steps x passes), to start the longest first."""
     from repro.methods import extension_spec
-    from repro.methods.arms import rp_arm, split_seed
+    from repro.methods.arms import cd_arm, rp_arm, split_seed
 
+    if cd_arm(name) is not None:  # a CE step plus a forward and an activation-only backward
+        return p.extend.target_window * 1.7
     if (arm := rp_arm(name)) is not None:
         from repro.stages.selfdistill import rp_steps
 
@@ -44,14 +46,15 @@ def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path
     are those of a serial run.
     """
     from repro.methods import extension_spec
-    from repro.methods.arms import rp_arm, split_seed
+    from repro.methods.arms import cd_arm, rp_arm, split_seed
     from repro.stages.analysis import impactful_tokens
     from repro.stages.base import train_base
 
     p = as_profile(profile)
     w = workers or p.extend.workers
     train_base(p, run_dir, progress=progress)
-    needs = {n: rp_arm(n) is None and extension_spec(split_seed(n)[0]).selection == "anchors" for n in names}
+    needs = {n: rp_arm(n) is None and cd_arm(n) is None
+             and extension_spec(split_seed(n)[0]).selection == "anchors" for n in names}
     out: dict[str, Path] = {}
     for group in ([n for n in names if not needs[n]], [n for n in names if needs[n]]):
         if not group:

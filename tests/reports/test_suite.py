@@ -11,7 +11,7 @@ def test_all_reports_cover_every_target():
     _, reps = all_reports(make_suite(), P)
     from repro.targets import get_target
 
-    assert [r.target for r in reps] == ["RP-Tab1/2", "RP-Fig1a", "CD-Tab2", "RP-Tab14", "RP-Tab15",
+    assert [r.target for r in reps] == ["RP-Tab1/2", "RP-Fig1a", "RP-Tab14", "RP-Tab15",
                                         "RP-Tab4/5"]
     for r in reps:
         get_target(r.target)

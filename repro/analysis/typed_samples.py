@@ -1,0 +1,111 @@
+"""Multi-hop samples with a label per token, ready for the CDT analyses (§3, App. B).
+
+A :class:`TypedSample` is one prompt of CDT's multi-hop task (:mod:`repro.tasks.multihop`) with the reference answer
+appended as in training rows (`` <answer>`` then end-of-sequence), the type of every token (``supporting``,
+``interference``, ``irrelevant``, ``low_frequency``, ``prompt``, and ``answer`` for the appended tokens), the
+answer positions (the loss of Eq. 1 is on these) and the training weights of such a row (answer 1, the rest
+``context_weight``). :func:`answers_correct` splits samples by whether the model's greedy answer is right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from repro.tasks.multihop import MultiHop
+
+CONTEXT_TYPES = ("supporting", "interference", "irrelevant", "low_frequency")
+"""The four context token types of the paper."""
+
+
+@dataclass(frozen=True, eq=False)
+class TypedSample:
+    """One labelled multi-hop sample."""
+
+    input_ids: np.ndarray
+    """(T,) prompt tokens then the answer tokens and end-of-sequence."""
+    types: tuple[str, ...]
+    """(T,) token types (:data:`CONTEXT_TYPES`, ``prompt`` or ``answer``)."""
+    weights: np.ndarray
+    """(T,) training-row weights: 1 on answer tokens, ``context_weight`` elsewhere."""
+    prompt_tokens: int
+    """Tokens of the prompt (the answer starts here)."""
+    prompt: str
+    """The prompt text (generation starts after it)."""
+    reference: str
+    """The right answer."""
+    seed: int
+    """Evaluation seed of the prompt."""
+    depth: float
+    """Depth of the first supporting fact."""
+
+    @property
+    def answer_positions(self) -> np.ndarray:
+        """Positions of the answer tokens (the end-of-sequence included)."""
+        return np.arange(self.prompt_tokens, len(self.input_ids))
+
+
+def typed_samples(tokenizer, length: int, n: int, hops: int = 2, key_pool: str = "train",
+                  depths: Sequence[float] = (0.1, 0.4, 0.7), context_weight: float = 0.05,
+                  seed0: int = 0) -> list[TypedSample]:
+    """``n`` samples of the ``hops``-hop task whose prompt has ``length - 8`` tokens (the task's answer budget, as
+    training rows), seeds ``seed0 ..`` (evaluation seeds: disjoint from training seeds), depths cycled."""
+    if n < 1 or length < 16:
+        raise ValueError(f"n={n}, length={length}; allowed: n >= 1, length >= 16")
+    task = MultiHop(f"multihop_{hops}", hops, key_pool=key_pool)
+    out = []
+    for i in range(n):
+        depth, seed = float(depths[i % len(depths)]), seed0 + i
+        ex = task.generate(tokenizer, length - task.max_new_tokens, depth, seed)
+        prompt = tokenizer(ex.prompt).input_ids
+        answer = tokenizer(" " + ex.references[0], add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+        types = tuple(ex.metadata["token_types"]) + ("answer",) * len(answer)
+        if len(types) != len(prompt) + len(answer):
+            raise AssertionError(f"{len(types)} labels for {len(prompt) + len(answer)} tokens (seed {seed})")
+        w = np.full(len(types), context_weight, dtype=np.float32)
+        w[len(prompt):] = 1.0
+        out.append(TypedSample(np.asarray(prompt + answer, dtype=np.int64), types, w, len(prompt), ex.prompt,
+                               ex.references[0], seed, depth))
+    return out
+
+
+def answers_correct(model, tokenizer, samples: Sequence[TypedSample], hops: int = 2,
+                    key_pool: str = "train") -> list[bool]:
+    """Whether the model's greedy answer to each sample is right (the task's BABILong-style scorer)."""
+    from repro.evaluate import generate
+
+    task = MultiHop(f"multihop_{hops}", hops, key_pool=key_pool)
+    outs = generate(model, tokenizer, [s.prompt for s in samples], task.max_new_tokens)
+    return [bool(task.score(o, [s.reference])) for o, s in zip(outs, samples)]
+
+
+def construction(tokenizer, hops: int, length: int, n: int, key_pool: str = "eval",
+                 depths: Sequence[float] = (0.0, 0.25, 0.5, 0.75)) -> dict:
+    """CD-TaskB: how the generator builds ``n`` prompts of ``length`` tokens with ``hops`` supporting facts (seeds
+    0..n-1, depths cycled): mean tokens per type, fact counts (interference: min, max, and the minimum count after
+    the last supporting fact), emoji, and where the supporting facts sit (relative depth in the context)."""
+    task = MultiHop(f"multihop_{hops}", hops, key_pool=key_pool)
+    counts = {t: [] for t in (*CONTEXT_TYPES, "prompt")}
+    n_int, after, n_low, sup_depths = [], [], [], []
+    for i in range(n):
+        ex = task.generate(tokenizer, length, float(depths[i % len(depths)]), i)
+        md = ex.metadata
+        types = md["token_types"]
+        for t in counts:
+            counts[t].append(sum(x == t for x in types))
+        sup, inter = md["type_spans"]["supporting"], md["type_spans"]["interference"]
+        n_int.append(len(inter))
+        after.append(sum(s[0] > sup[-1][0] for s in inter))
+        n_low.append(len(md["type_spans"]["low_frequency"]))
+        sup_depths += [round(float(d), 2) for d in md["evidence_depths"]]
+    total = int(np.mean([sum(c) for c in zip(*counts.values())]))
+    row = {"hops": hops, "length": length, "prompts": n, "tokens": total}
+    row.update({f"{t} tokens": round(float(np.mean(v)), 1) for t, v in counts.items()})
+    row.update({"supporting facts": hops, "interference facts (mean)": round(float(np.mean(n_int)), 2),
+                "interference_min": int(min(n_int)), "interference_max": int(max(n_int)),
+                "interference_after_last_min": int(min(after)), "emoji": round(float(np.mean(n_low)), 1),
+                "supporting depths (quartiles)": ", ".join(f"{q:.2f}"
+                                                           for q in np.quantile(sup_depths, [.25, .5, .75]))})
+    return row

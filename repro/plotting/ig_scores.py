@@ -1,0 +1,136 @@
+"""Figures of the IG-scores notebook (CDT §3, §6; drawing only: the numbers come from
+:mod:`repro.reports.cdt_analysis`)."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+TYPES = ("supporting", "interference", "irrelevant", "low_frequency")
+
+
+def _bars(ax, groups: Mapping[str, Mapping[str, tuple[float, float]]], title: str, ylabel: str = "") -> None:
+    """Grouped bars: one group per type, one bar per series, error bars = SE."""
+    names = list(groups)
+    width = 0.8 / max(len(names), 1)
+    x = np.arange(len(TYPES))
+    for k, n in enumerate(names):
+        m = [groups[n][t][0] for t in TYPES]
+        se = [groups[n][t][1] for t in TYPES]
+        ax.bar(x + (k - (len(names) - 1) / 2) * width, m, width, yerr=se, capsize=2, label=n, color=f"C{k}")
+    ax.set_xticks(x, [t.replace("_", "-") for t in TYPES], fontsize=8)
+    ax.set_title(title, fontsize=9)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def fr_vs_ig_figure(data: Mapping[str, Mapping[str, Mapping[str, tuple[float, float]]]], title: str = ""):
+    """CD-Fig3: one panel per answer group (right, wrong); bars per type for each score's share."""
+    fig, axes = plt.subplots(1, len(data), figsize=(5.2 * len(data), 3.2), squeeze=False)
+    for ax, (g, scores) in zip(axes[0], data.items()):
+        _bars(ax, scores, f"{g} answers", "share (normalized over types)")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def denoising_figure(data: Mapping[str, Mapping[str, tuple[float, float]]], title: str = ""):
+    """CD-Fig4: attention per token before and after manual denoising, per type (log scale)."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    _bars(ax, {"before": {t: data[t]["before"] for t in TYPES}, "after": {t: data[t]["after"] for t in TYPES}},
+          title, "attention mass per token")
+    ax.set_yscale("log")
+    fig.tight_layout()
+    return fig
+
+
+def ig_vs_grad_figure(points: Mapping[str, np.ndarray], title: str = ""):
+    """CD-Fig5: IG against the embedding-gradient L2 norm, one colour per type (log-log)."""
+    fig, ax = plt.subplots(figsize=(4.8, 3.8))
+    for k, t in enumerate(TYPES):
+        m = points["types"] == t
+        if m.any():
+            ax.scatter(points["grad"][m], points["ig"][m], s=4, alpha=0.4, color=f"C{k}", label=t)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("||dL/dE||_2 per token", fontsize=8)
+    ax.set_ylabel("IG per token (mean over heads, layers)", fontsize=8)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, markerscale=3)
+    fig.tight_layout()
+    return fig
+
+
+def detection_figure(data: Mapping[str, Mapping[str, tuple[float, float]]], title: str = ""):
+    """CD-Fig7: share of each type among each detector's top-k tokens."""
+    fig, ax = plt.subplots(figsize=(5.8, 3.2))
+    _bars(ax, data, title, "share of detected tokens")
+    fig.tight_layout()
+    return fig
+
+
+def sweep_figure(rows: Sequence[Mapping], title: str = ""):
+    """CD-Fig8: attention per critical token vs the denoising lr (beta = 1): before, after denoising, after the
+    emphasizing step."""
+    fig, ax = plt.subplots(figsize=(5.0, 3.2))
+    lrs = [r["lr"] for r in rows]
+    for k, (key, label) in enumerate((("before", "before"), ("after_denoising", "after denoising"),
+                                      ("after_emphasizing", "after emphasizing"))):
+        ax.plot(lrs, [r[key] for r in rows], marker="o", ms=3, color=f"C{k}", label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("lr of the denoising step (beta = 1)", fontsize=8)
+    ax.set_ylabel("attention per critical token", fontsize=8)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def em_curve_figure(data: Mapping[str, Mapping[int, Mapping]], title: str = ""):
+    """CD-Fig10: accuracy (left) and the IG share of critical tokens (right) along the task fine-tunes."""
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.0))
+    for k, (obj, by_step) in enumerate(data.items()):
+        steps = sorted(by_step)
+        acc = [by_step[s]["accuracy"] for s in steps]
+        se = [by_step[s]["accuracy_se"] for s in steps]
+        axes[0].errorbar(steps, acc, yerr=se, marker="o", ms=3, capsize=2, color=f"C{k}", label=obj.upper())
+        axes[1].errorbar(steps, [by_step[s]["ig_critical"][0] for s in steps],
+                         yerr=[by_step[s]["ig_critical"][1] for s in steps], marker="o", ms=3, capsize=2,
+                         color=f"C{k}", label=obj.upper())
+    axes[0].set_ylabel("accuracy", fontsize=8)
+    axes[1].set_ylabel("IG share of critical tokens", fontsize=8)
+    for ax in axes:
+        ax.set_xlabel("training step", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def memory_figure(rows: Sequence[Mapping], title: str = ""):
+    """CD-Mem: peak memory (left) and seconds (right) against length, naive vs ours (log-log)."""
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.0))
+    for k, method in enumerate(sorted({r["method"] for r in rows})):
+        ok = [r for r in rows if r["method"] == method and r["status"] == "ok"]
+        xs = [r["length"] for r in ok]
+        axes[0].plot(xs, [r["peak_mib"] for r in ok], marker="o", ms=3, color=f"C{k}", label=method)
+        axes[1].plot(xs, [r["seconds"] for r in ok], marker="o", ms=3, color=f"C{k}", label=method)
+    for ax, lab in zip(axes, ("peak memory (MiB)", "seconds")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("tokens", fontsize=8)
+        ax.set_ylabel(lab, fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,135 @@
+"""CDT's analysis stages (the IG-scores notebook), cached as JSON under ``<run_dir>/<profile>/eval/``.
+
+- :func:`cd_scores`: the task model (the base fine-tuned on the multi-hop task with CE,
+  :func:`repro.stages.cdt.train_task_model`) on ``cdt.analysis_samples`` fresh labelled prompts at the base window:
+  right or wrong, the per-sample scores of :func:`repro.analysis.cdt_scores.score_sample` (CD-Fig3/5/7), manual
+  denoising (CD-Fig4) and the denoising sweep (CD-Fig8).
+- :func:`cd_curve`: every checkpoint of the CE and CDT task fine-tunes: accuracy and the IG / attention shares of
+  critical tokens (CD-Fig10).
+- :func:`cd_memory`: the CD-Mem sweep (:mod:`repro.bench.ig_memory`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from repro.profiles import Profile
+from repro.stages.cache import as_profile, cached_json, checkpoint_id, eval_path, stage_key
+
+
+def _samples(p: Profile, tok):
+    from repro.analysis.typed_samples import typed_samples
+
+    cd = p.cdt
+    return typed_samples(tok, p.base.window, cd.analysis_samples, hops=int(cd.task.split("_")[1]),
+                         key_pool=cd.analysis_pool, context_weight=p.extend.context_weight)
+
+
+def _lsd(model, samples, p: Profile):
+    """LongPPL's per-token short-vs-long log-probability gap of each sample (the model as its own evaluator, short
+    context a quarter of the base window), aligned with the tokens (target t's gap at index t; 0 where unscored)."""
+    import numpy as np
+    import torch
+
+    from repro.analysis.longppl import LongPPLConfig, lsd_scores
+
+    w = max(p.base.window // 4, 2)
+    cfg = LongPPLConfig(window=w, stride=max(w // 4, 1))
+    out = []
+    for s in samples:
+        gap = lsd_scores(model, torch.as_tensor(s.input_ids)[None], cfg)
+        out.append(np.nan_to_num(np.asarray(gap, dtype=np.float64).reshape(-1), nan=-np.inf))
+    return out
+
+
+def cd_scores(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,
+              progress: bool = True) -> dict:
+    """The task model's analysis record: ``correct`` per sample, ``types`` per sample, ``scores`` (per sample),
+    ``manual`` (CD-Fig4 per sample), ``sweep`` (CD-Fig8 rows), ``step`` (the manual denoising's step size)."""
+    from tqdm.auto import tqdm
+
+    from repro.analysis.cdt_scores import denoising_sweep, manual_denoising, score_sample
+    from repro.analysis.typed_samples import answers_correct
+    from repro.data.tokenizer import load_tokenizer
+    from repro.models import load_model
+    from repro.stages.cdt import train_task_model
+
+    p = as_profile(profile)
+    final = train_task_model(p, "ce", run_dir, progress=progress)
+    cd = p.cdt
+    step = p.extend.lr * cd.beta
+    key = stage_key("cdscores", {"ckpt": checkpoint_id(final, run_dir), "cdt": cd, "window": p.base.window,
+                                 "context_weight": p.extend.context_weight, "step": step})
+
+    def compute() -> dict:
+        model = load_model(final).eval()
+        tok = load_tokenizer(final)
+        samples = _samples(p, tok)
+        hops = int(cd.task.split("_")[1])
+        correct = answers_correct(model, tok, samples, hops, cd.analysis_pool)
+        lsd = _lsd(model, samples, p)
+        scores, manual = [], []
+        for s, gap in tqdm(list(zip(samples, lsd)), desc="IG/FR scores", disable=not progress):
+            scores.append(score_sample(model, s, cd.top_k, cd.top_heads, lsd=gap))
+            manual.append(manual_denoising(model, s, step))
+        sweep = denoising_sweep(model, samples, cd.lr_sweep, cd.task_lr, cd.threshold)
+        return {"checkpoint": str(final), "correct": correct, "types": [list(s.types) for s in samples],
+                "seeds": [s.seed for s in samples], "scores": scores, "manual": manual, "sweep": sweep, "step": step}
+
+    return cached_json(eval_path(run_dir, p, f"cdscores-{key}"), force, compute)
+
+
+def cd_curve(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,
+             progress: bool = True) -> dict[str, dict[int, dict]]:
+    """CD-Fig10: objective (``ce``, ``cdt``) -> step -> ``accuracy`` (+ binomial ``accuracy_se``) and the IG and
+    attention shares of critical tokens (mean, SE) over the analysis samples."""
+    import math
+
+    from tqdm.auto import tqdm
+
+    from repro.analysis.cdt_scores import score_sample
+    from repro.analysis.typed_samples import answers_correct
+    from repro.data.tokenizer import load_tokenizer
+    from repro.models import load_model
+    from repro.reports.cdt_analysis import CRITICAL, mean_se
+    from repro.stages.cdt import task_checkpoints, train_task_model
+
+    p = as_profile(profile)
+    cd = p.cdt
+    out: dict[str, dict[int, dict]] = {}
+    for obj in ("ce", "cdt"):
+        final = train_task_model(p, obj, run_dir, progress=progress)
+        out[obj] = {}
+        for step, path in task_checkpoints(final).items():
+            key = stage_key("cdscores", {"ckpt": checkpoint_id(path, run_dir), "cdt": cd, "curve": True,
+                                         "window": p.base.window})
+
+            def compute(path=path) -> dict:
+                model = load_model(path).eval()
+                tok = load_tokenizer(final)
+                samples = _samples(p, tok)
+                correct = answers_correct(model, tok, samples, int(cd.task.split("_")[1]), cd.analysis_pool)
+                recs = [score_sample(model, s, cd.top_k, cd.top_heads)
+                        for s in tqdm(samples, desc=f"{obj} step {step}", disable=not progress)]
+                acc = sum(correct) / len(correct)
+                return {"accuracy": acc, "accuracy_se": math.sqrt(acc * (1 - acc) / len(correct)),
+                        "ig_critical": mean_se([sum(r["ig_share"][t] for t in CRITICAL) for r in recs]),
+                        "attention_critical": mean_se([sum(r["attention_share"][t] for t in CRITICAL) for r in recs])}
+
+            out[obj][step] = cached_json(eval_path(run_dir, p, f"cdcurve-{obj}-{step}-{key}"), force, compute)
+    return out
+
+
+def cd_memory(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,
+              progress: bool = True) -> list[dict]:
+    """CD-Mem: the IG score's peak memory and time, naive vs memory-linear, on the profile's model architecture at
+    ``cdt.mem_lengths`` (each (method, length) in a fresh process capped at ``cdt.mem_cap_gib``)."""
+    from repro.bench.ig_memory import memory_sweep
+    from repro.stages.base import train_base
+
+    p = as_profile(profile)
+    base = train_base(p, run_dir, progress=progress)
+    key = stage_key("cdmem", {"ckpt": checkpoint_id(base, run_dir), "lengths": p.cdt.mem_lengths,
+                              "cap": p.cdt.mem_cap_gib})
+    return cached_json(eval_path(run_dir, p, f"cdmem-{key}"), force,
+                       lambda: {"rows": memory_sweep(str(base), p.cdt.mem_lengths, cap_gib=p.cdt.mem_cap_gib)})["rows"]
