@@ -17,6 +17,8 @@ SMOKE_FIGURES = {"TB-BaseLoss.png", "TB-ExtLoss.png", "TB-NIAH.png", "TB-NIAH.cs
                  "RP-Tab1-2-lengths.csv", "RP-Fig1a.png", "RP-Fig1a.csv", "CD-Tab2.csv", "CD-Tab2.png",
                  "RP-Tab14.csv", "RP-Tab15.csv", "RP-Tab4-5.csv", "RP-Fig2.png", "RP-Fig2.csv", "RP-Fig2-hist.csv"}
 EVAL_TARGETS = ("LR-Tab1", "RP-Tab1/2", "RP-Fig1a", "CD-Tab2", "RP-Tab14", "RP-Tab15", "RP-Tab4/5")
+CD_TARGETS = ("CD-TaskB", "CD-Fig3", "CD-Fig4", "CD-Fig5", "CD-Fig7", "CD-Fig8", "CD-Fig10", "CD-Fig14", "CD-Mem",
+              "CD-Cost")
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +37,12 @@ def test_smoke_reproduce_writes_every_figure_and_the_index(smoke_run):
     figs = {p.name for p in (root / "figures").iterdir()}
     assert SMOKE_FIGURES <= figs
     index = read_json(root / "figures" / "index.json")
-    for tid in ("TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "TB-Base", "LR-Fig2", "LR-Alg1", "RP-Fig2", *EVAL_TARGETS):
+    for tid in ("TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "TB-Base", "LR-Fig2", "LR-Alg1", "RP-Fig2", *EVAL_TARGETS,
+                *CD_TARGETS):
         assert index[tid]["profile"] == "smoke" and index[tid]["ours"], tid
         for f in index[tid]["files"]:
             assert (root / "figures" / f).exists()
-    for tid in EVAL_TARGETS:
+    for tid in (*EVAL_TARGETS, *CD_TARGETS):
         assert index[tid]["agrees"] in {"yes", "no", "partly", "tie within noise", "n/a"}, tid
     tidy = root / "runs" / "smoke" / "eval" / "results-tidy.csv"
     assert tidy.exists() and "n/a (min length" in tidy.read_text()  # smoke lengths are too short for some tasks

@@ -134,3 +134,23 @@ def memory_figure(rows: Sequence[Mapping], title: str = ""):
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def chunk_map_figure(maps: Mapping[str, Mapping], title: str = ""):
+    """CD-Fig14: one row per checkpoint, one panel per layer: the chunk-to-chunk attention map (log colour)."""
+    names = list(maps)
+    layers = len(maps[names[0]]["map"])
+    fig, axes = plt.subplots(len(names), layers, figsize=(2.8 * layers, 2.6 * len(names)), squeeze=False)
+    for r, n in enumerate(names):
+        for layer in range(layers):
+            m = np.asarray(maps[n]["map"][layer], dtype=float)
+            ax = axes[r, layer]
+            ax.imshow(np.log10(np.where(m > 0, m, np.nan)), cmap="Reds", vmin=-3, vmax=0)
+            ax.set_title(f"{n}, layer {layer}", fontsize=8)
+            ax.set_xticks([])
+            ax.set_yticks([])
+    axes[-1, 0].set_xlabel("key chunk", fontsize=8)
+    axes[-1, 0].set_ylabel("query chunk", fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -19,7 +19,7 @@ from repro.stages.attention import AttentionDistanceConfig, checkpoint_distances
 from repro.stages.base import train_base
 from repro.stages.cache import STAGE_VERSION, as_profile, stage_dir, stage_key
 from repro.stages.cdt import task_checkpoints, train_cdt, train_task_model
-from repro.stages.cdt_analysis import cd_curve, cd_memory, cd_scores
+from repro.stages.cdt_analysis import cd_attention_maps, cd_curve, cd_memory, cd_scores
 from repro.stages.checkpoints import available_checkpoints, checkpoint_path, checkpoint_rope_theta
 from repro.stages.corpus import Corpus, build_corpus, get_corpus, get_tokenizer
 from repro.stages.evaluation import (evaluate_base_window, evaluate_checkpoint, general_abilities, run_lr_suite,
@@ -44,6 +44,6 @@ __all__ = [
     "rp_steps", "train_selfdistill",
     "AttentionDistanceConfig", "checkpoint_distances", "model_distances",  # repro.stages.attention (RP-Fig2)
     "task_checkpoints", "train_cdt", "train_task_model",  # repro.stages.cdt (CDT's arms and task model)
-    "cd_curve", "cd_memory", "cd_scores",  # repro.stages.cdt_analysis (the IG-scores notebook)
+    "cd_attention_maps", "cd_curve", "cd_memory", "cd_scores",  # repro.stages.cdt_analysis (the IG-scores notebook)
     "longppl_scores", "run_cd_suite",  # repro.stages.evaluation (CD-Tab2)
 ]

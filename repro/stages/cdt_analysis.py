@@ -133,3 +133,50 @@ def cd_memory(profile: Profile | str, run_dir: str | Path = "runs", force: bool 
                               "cap": p.cdt.mem_cap_gib})
     return cached_json(eval_path(run_dir, p, f"cdmem-{key}"), force,
                        lambda: {"rows": memory_sweep(str(base), p.cdt.mem_lengths, cap_gib=p.cdt.mem_cap_gib)})["rows"]
+
+
+def cd_attention_maps(profile: Profile | str, names: tuple[str, ...] = ("rp_standard", "cdt"),
+                      run_dir: str | Path = "runs", force: bool = False, progress: bool = True) -> dict[str, dict]:
+    """CD-Fig14: per checkpoint (before CDT: CE, ``rp_standard``; after: ``cdt``), the chunked attention map
+    (:func:`repro.analysis.attention_map.chunked_attention_map`, ``cdt.map_chunks`` chunks, mean over heads and over
+    ``cdt.map_samples`` multi-hop prompts at the target), and per prompt and layer the share of the last chunk's
+    attention (the question's queries) that goes to chunks holding critical (supporting or interference) tokens.
+    Untrained checkpoints are left out."""
+    import numpy as np
+
+    from repro.analysis.attention_map import chunk_bounds, chunked_attention_map
+    from repro.analysis.typed_samples import typed_samples
+    from repro.models import load_model
+    from repro.stages.checkpoints import available_checkpoints, checkpoint_path
+    from repro.stages.corpus import get_tokenizer
+
+    p = as_profile(profile)
+    cd, target = p.cdt, p.extend.target_window
+    have = set(available_checkpoints(p, run_dir))
+    out = {}
+    for name in names:
+        if name not in have:
+            continue
+        ckpt = checkpoint_path(p, name, run_dir)
+        key = stage_key("cdscores", {"ckpt": checkpoint_id(ckpt, run_dir), "map": [cd.map_chunks, cd.map_samples,
+                                                                                  cd.analysis_pool, target]})
+
+        def compute(ckpt=ckpt) -> dict:
+            model = load_model(ckpt).eval()
+            tok = get_tokenizer(p, run_dir)
+            samples = typed_samples(tok, target, cd.map_samples, key_pool=cd.analysis_pool, seed0=10_000)
+            maps, crit = [], []
+            for s in samples:
+                ids = s.input_ids[:s.prompt_tokens]
+                m = chunked_attention_map(model, ids, cd.map_chunks)
+                bounds = chunk_bounds(len(ids), cd.map_chunks)
+                lab = np.asarray(s.types[:s.prompt_tokens], dtype=object)
+                has = np.array([np.isin(lab[a:b], ("supporting", "interference")).any()
+                                for a, b in zip(bounds[:-1], bounds[1:])])
+                maps.append(m)
+                crit.append(m[:, -1, has].sum(-1).tolist())  # per layer
+            return {"checkpoint": str(ckpt), "map": np.mean(maps, axis=0).tolist(), "last_row_critical": crit,
+                    "chunks": cd.map_chunks, "samples": len(samples), "length": target}
+
+        out[name] = cached_json(eval_path(run_dir, p, f"cdmap-{name}-{key}"), force, compute)
+    return out
