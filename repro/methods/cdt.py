@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 import torch
@@ -160,18 +161,23 @@ def valid_tokens(batch: dict[str, torch.Tensor], pad_id: int | None) -> torch.Te
 
 
 def cdt_loss(model, batch: dict[str, torch.Tensor], spec: CDTSpec, lr: float, pad_id: int | None = None,
-             bf16: bool = False, chunk: int = 2048) -> tuple[torch.Tensor, dict[str, float]]:
+             bf16: bool = False, chunk: int = 2048,
+             detector: Callable[..., tuple[torch.Tensor, torch.Tensor]] = embedding_gradients,
+             ) -> tuple[torch.Tensor, dict[str, float]]:
     """One CDT step's objective (Eq. 2-4) on a batch (``input_ids``, ``weights``; optional ``position_ids``,
     ``doc_ids``, ``answer_group``) at learning rate ``lr``: ``(loss, metrics)``. ``loss`` is the CE on the denoised
     embeddings (call ``backward`` on it as on a CE loss); metrics: ``loss``, ``detect_loss`` (the CE before
     denoising), ``noise_fraction`` (share of valid tokens marked noise), ``shift`` (mean L2 norm of the
-    embedding change over noise tokens), ``train_em``. Usable in a plain training loop on any HF causal LM."""
+    embedding change over noise tokens), ``train_em``. Usable in a plain training loop on any HF causal LM.
+
+    ``detector``: the detection pass, called as ``detector(model, batch, bf16, chunk, embeds) -> (dL/dE, loss)``
+    (default :func:`embedding_gradients`; CD-Cost's benchmark passes timed ones, :mod:`repro.bench.cdt_cost`)."""
     if not (math.isfinite(lr) and lr >= 0):
         raise ValueError(f"lr={lr!r}; allowed: a finite value >= 0")
     embeds = model.get_input_embeddings()(batch["input_ids"])
     metrics: dict[str, float] = {}
     if spec.beta > 0 and lr > 0:
-        grad, detect = embedding_gradients(model, batch, bf16, chunk, embeds)
+        grad, detect = detector(model, batch, bf16, chunk, embeds)
         valid = valid_tokens(batch, pad_id)
         noise = noise_mask(grad.float().norm(dim=-1), valid, batch.get("doc_ids"), spec.threshold)
         embeds = denoise(embeds, grad, noise, lr, spec.beta)

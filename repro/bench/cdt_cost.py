@@ -1,0 +1,224 @@
+"""CD-Cost: wall-clock per training step of Context Denoising Training against a CE step, in one run.
+
+Arms (:data:`CD_COST_ARMS`):
+
+- ``ce``: the CE step, :func:`repro.train.clm_step` (one forward) and its backward;
+- ``cdt``: the CDT step as implemented, :func:`repro.methods.cdt.cdt_loss` and its backward: the detection is a
+  forward and a backward to the input embeddings with the weights frozen (no weight gradient computed), then the
+  CE forward and full backward on the denoised embeddings;
+- ``cdt_full_backward``: the authors' trainer's variant, where the detection backward is a full one that also
+  computes every weight's gradient (:func:`full_backward_gradients`: the same ``dL/dE``, the weight gradients
+  thrown away).
+
+Every arm runs forward, backward and an AdamW step on its own copy of the model, all on the same batch in a
+round, in interleaved rounds (A B C A B C ...) so that the machine's noise hits every arm alike; the table reports
+medians and ratios to ``ce`` within the run. A clock between the parts (the GPU synchronized at each lap) splits
+each step into the detection forward, the detection backward, the forward (for CDT: the embedding lookup, the
+noise mask, Eq. 3 and the CE forward on ``E'``), the backward and the optimizer step.
+
+Expected (a backward costs about two forwards, an activation-only backward about one): CDT ~ (3 + 1 + 1) / 3 =
+1.67x CE, the goal :data:`GOAL_RATIO`; the full-backward variant ~ (3 + 3) / 3 = 2x.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+import time
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from repro.methods.cdt import ce_from_embeds, frozen
+
+CD_COST_ARMS: dict[str, str | None] = {"ce": None, "cdt": "frozen", "cdt_full_backward": "full_backward"}
+"""Arm -> its detection pass (None: the CE step, no detection)."""
+DETECTIONS = ("frozen", "full_backward")
+"""Detection passes: weights frozen (as implemented) or a full backward (the authors' trainer)."""
+PARTS = ("detect_forward", "detect_backward", "forward", "backward", "optimizer")
+"""The parts a step is split into (the CE step has no detection parts)."""
+GOAL_RATIO = 1.7
+"""The goal: a CDT step costs at most this many CE steps."""
+
+
+class Clock:
+    """Seconds spent in named parts of a step: :meth:`lap` adds the time since the previous lap to a part
+    (the GPU synchronized first when ``cuda``)."""
+
+    def __init__(self, cuda: bool = False):
+        self.cuda = cuda
+        self.parts: dict[str, float] = {}
+        self.last = 0.0
+
+    def start(self) -> None:
+        """Forget the parts and start timing."""
+        self._sync()
+        self.parts, self.last = {}, time.perf_counter()
+
+    def lap(self, part: str) -> None:
+        """Add the seconds since the previous lap (or :meth:`start`) to ``part``."""
+        self._sync()
+        now = time.perf_counter()
+        self.parts[part] = self.parts.get(part, 0.0) + now - self.last
+        self.last = now
+
+    def _sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+
+def detection(mode: str = "frozen", clock: Clock | None = None) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """A detection pass for :func:`repro.methods.cdt.cdt_loss`'s ``detector``: ``(model, batch, bf16, chunk,
+    embeds) -> (dL/dE, loss)``. ``mode`` ``frozen``: as :func:`repro.methods.cdt.embedding_gradients` (weights
+    frozen, the backward to the embeddings only); ``full_backward``: the backward also computes every trainable
+    weight's gradient (thrown away), as the authors' trainer does. With a ``clock``, the time before the pass
+    goes to ``forward`` and the pass's own to ``detect_forward`` and ``detect_backward``."""
+    if mode not in DETECTIONS:
+        raise ValueError(f"mode={mode!r}; allowed: {', '.join(DETECTIONS)}")
+
+    def detect(model, batch: dict[str, torch.Tensor], bf16: bool = False, chunk: int = 2048,
+               embeds: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        if clock is not None:
+            clock.lap("forward")
+        if embeds is None:
+            with torch.no_grad():
+                embeds = model.get_input_embeddings()(batch["input_ids"])
+        e = embeds.detach().requires_grad_(True)
+        if mode == "frozen":
+            with frozen(model):
+                loss = ce_from_embeds(model, e, batch, bf16, chunk)[0]
+                if clock is not None:
+                    clock.lap("detect_forward")
+                (grad,) = torch.autograd.grad(loss, e)
+        else:
+            params = [p for p in model.parameters() if p.requires_grad]
+            loss = ce_from_embeds(model, e, batch, bf16, chunk)[0]
+            if clock is not None:
+                clock.lap("detect_forward")
+            # allow_unused: an untied input-embedding table is not on the path from the detached E
+            grad = torch.autograd.grad(loss, [e, *params], allow_unused=True)[0]
+        if clock is not None:
+            clock.lap("detect_backward")
+        return grad, loss.detach()
+
+    return detect
+
+
+def full_backward_gradients(model, batch: dict[str, torch.Tensor], bf16: bool = False, chunk: int = 2048,
+                            embeds: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The authors' trainer's detection pass: ``(dL/dE, loss)`` as :func:`repro.methods.cdt.embedding_gradients`
+    gives, from a full backward that also computes every weight's gradient (not kept)."""
+    return detection("full_backward")(model, batch, bf16, chunk, embeds)
+
+
+def prepared_rows(path, n: int) -> list[dict[str, np.ndarray]]:
+    """The first ``n`` batches of a prepared-batches folder (:class:`repro.methods.prepared.PreparedBatches`)."""
+    from repro.methods.prepared import PreparedBatches
+
+    data = PreparedBatches(path)
+    if not 1 <= n <= data.steps:
+        raise ValueError(f"n={n}; allowed: 1..{data.steps} (the folder's batches)")
+    return [data.batch(i) for i in range(n)]
+
+
+def _random_batch(batch_size: int, length: int, vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    ids = rng.integers(0, vocab, (batch_size, length))
+    return {"input_ids": ids, "position_ids": np.broadcast_to(np.arange(length), (batch_size, length)).copy(),
+            "weights": np.ones((batch_size, length), np.float32)}
+
+
+def _to_torch(batch: Mapping[str, np.ndarray | torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    out = {}
+    for k, v in batch.items():
+        t = torch.as_tensor(np.asarray(v)) if not isinstance(v, torch.Tensor) else v
+        out[k] = (t.long() if k != "weights" else t.float()).to(device)
+    if "position_ids" not in out:
+        B, T = out["input_ids"].shape
+        out["position_ids"] = torch.arange(T, device=device).expand(B, T)
+    return out
+
+
+def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
+                          batches: Sequence[Mapping[str, np.ndarray | torch.Tensor]] | None = None,
+                          batch_size: int = 8, length: int = 1024, steps: int = 6, warmup: int = 1,
+                          bf16: bool = False, threshold: str = "document", pad_id: int | None = None,
+                          chunk: int = 2048, threads: int | None = None, arms: Sequence[str] | None = None,
+                          seed: int = 0, progress: bool = True) -> dict[str, dict]:
+    """Seconds per optimizer step of each arm (``arms``, default every arm of :data:`CD_COST_ARMS`; ``ce`` is
+    required) on copies of ``model``, CDT at learning rate ``lr`` (Eq. 3's, and AdamW's) and strength ``beta``.
+
+    ``batches``: the rows (dicts of ``input_ids``, ``weights``, optional ``position_ids``, ``doc_ids``,
+    ``answer_group``), used in turn, every arm on the same batch in a round; default: random token ids of
+    ``batch_size`` x ``length`` (the time does not depend on the values). ``threads``: torch's CPU threads during
+    the run (restored after). Returns ``{arm: {"seconds": [...], "seconds_per_step": median, "ratio": median /
+    ce's median, "parts": {part: median seconds}, "batch": [B, T], "tokens_per_step": B * T, "lr", "beta",
+    "bf16", "threads"}}``, timed in ``steps`` interleaved rounds after ``warmup`` untimed ones. The parts' medians
+    need not add up to the step's median.
+    """
+    from repro.bench.interleave import interleaved_rounds
+    from repro.methods.cdt import CDTSpec, cdt_loss
+    from repro.train import clm_step
+
+    if steps < 1 or warmup < 0 or batch_size < 1 or length < 2 or (threads is not None and threads < 1):
+        raise ValueError(f"steps={steps}, warmup={warmup}, batch_size={batch_size}, length={length}, "
+                         f"threads={threads}; allowed: steps >= 1, warmup >= 0, batch_size >= 1, length >= 2, "
+                         "threads >= 1 or None")
+    if not (math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr={lr!r}; allowed: a finite value > 0 (at 0 CDT skips its detection)")
+    if beta <= 0:
+        raise ValueError(f"beta={beta!r}; allowed: a finite value > 0 (at 0 CDT skips its detection)")
+    spec = CDTSpec(beta=beta, threshold=threshold)
+    arms = list(arms or CD_COST_ARMS)
+    if unknown := [a for a in arms if a not in CD_COST_ARMS]:
+        raise ValueError(f"arms {unknown}; allowed: {', '.join(CD_COST_ARMS)}")
+    if "ce" not in arms:
+        raise ValueError(f"arms {arms} must include 'ce' (the reference of the ratios)")
+    if batches is not None and not len(batches):
+        raise ValueError("batches is empty; allowed: at least one batch, or None for random rows")
+    device = next(model.parameters()).device
+    rng = np.random.default_rng(seed)
+    vocab = model.get_input_embeddings().weight.shape[0]
+    rows = [_to_torch(batches[r % len(batches)] if batches is not None
+                      else _random_batch(batch_size, length, vocab, rng), device) for r in range(warmup + steps)]
+    clock = Clock(cuda=device.type == "cuda")
+    setups = {}
+    for name in arms:
+        m = copy.deepcopy(model).train()
+        detect = None if CD_COST_ARMS[name] is None else detection(CD_COST_ARMS[name], clock)
+        setups[name] = (m, torch.optim.AdamW(m.parameters(), lr=lr), detect)
+
+    def step(name: str, r: int) -> tuple[float, dict[str, float]]:
+        m, opt, detect = setups[name]
+        b = rows[r]
+        clock.start()
+        if detect is None:
+            loss, _ = clm_step(m, b, bf16, chunk=chunk)
+        else:
+            loss, _ = cdt_loss(m, b, spec, lr, pad_id, bf16, chunk, detector=detect)
+        clock.lap("forward")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        clock.lap("backward")
+        opt.step()
+        clock.lap("optimizer")
+        return sum(clock.parts.values()), dict(clock.parts)
+
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        times = interleaved_rounds(arms, steps, warmup, step, "CD-Cost steps", progress)
+    finally:
+        torch.set_num_threads(previous)
+    ref = statistics.median(t for t, _ in times["ce"])
+    out = {}
+    for name, got in times.items():
+        secs = [t for t, _ in got]
+        parts = {p: statistics.median(d.get(p, 0.0) for _, d in got) for p in PARTS if any(p in d for _, d in got)}
+        B, T = rows[0]["input_ids"].shape
+        out[name] = {"seconds": secs, "seconds_per_step": statistics.median(secs),
+                     "ratio": statistics.median(secs) / ref, "parts": parts, "batch": [int(B), int(T)],
+                     "tokens_per_step": int(B * T), "lr": lr, "beta": beta, "bf16": bf16, "threads": threads}
+    return out
