@@ -6,6 +6,9 @@
 - :mod:`repro.analysis.attention_distance`: the attention rows of the last queries (recorded through
   transformers' attention registry, O(queries x T) memory) and their histogram by query-key distance
   (RoPE-perturbed self-distillation Fig. 2).
-
-The CDT issue adds IG/FR scores per token type here, and the chunked attention maps.
+- :mod:`repro.analysis.ig`: Context Denoising Training's IG score (Eq. 1), FR score (attention top-k) and the
+  embedding-gradient norms per token and per token type (§3.1, App. B.2), memory linear in T (answer rows only),
+  with the direct Eq. 1 as the reference;
+- :mod:`repro.analysis.attention_map`: CDT's chunk-to-chunk attention maps (App. F, Fig. 14), O(block x T) memory;
+- :mod:`repro.analysis.capture`: the capturing attention both use (transformers' attention registry, sdpa).
 """

@@ -1,1 +1,3 @@
-"""Benchmarks that live with the code: ``python -m repro bench`` (:mod:`repro.bench.throughput`)."""
+"""Benchmarks that live with the code: ``python -m repro bench`` (:mod:`repro.bench.throughput`), and CD-Mem, the
+IG scores' peak memory and time, naive against memory linear: ``python -m repro.bench.ig_memory``
+(:mod:`repro.bench.ig_memory`)."""

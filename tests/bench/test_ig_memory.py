@@ -1,0 +1,44 @@
+"""CD-Mem's benchmark: each (method, length) in its own child process, under a memory cap."""
+
+import pytest
+
+from repro.bench.ig_memory import IGMemoryConfig, lengths, main, markdown, run_one, sweep
+
+TINY = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1,
+            answer_tokens=4)
+
+
+def test_sweep_rows_are_well_formed():
+    rows = sweep(IGMemoryConfig(**TINY), start=64, max_length=64)  # one child per row: ~5 s each (imports)
+    assert [(r["method"], r["length"]) for r in rows] == [("ours", 64), ("naive", 64)]
+    for r in rows:
+        assert r["status"] == "ok", r
+        assert r["peak_mib"] > 0 and r["delta_mib"] is not None and r["seconds"] > 0
+    assert "| ours | 64 |" in markdown(rows)
+
+
+def test_the_child_stops_at_the_cap_and_the_method_is_not_run_further():
+    # the child (~350 MiB once loaded) limits its address space: naive at 8K (~2 GiB here) fails inside it and it
+    # reports its own row (peak included); the next length is not attempted
+    rows = sweep(IGMemoryConfig(**TINY, cap_mib=700), methods=("naive",), start=8192, max_length=16384)
+    assert [r["status"] for r in rows] == ["out of memory (> 700 MiB)", "not attempted"]
+    assert 300 < rows[0]["peak_mib"] <= 700 and rows[0]["seconds"] is None
+
+
+def test_the_watchdog_kills_a_child_over_the_cap():
+    row = run_one("ours", 64, IGMemoryConfig(**TINY, cap_mib=64))  # over the cap while importing torch
+    assert row["status"] == "out of memory (> 64 MiB)" and row["peak_mib"] is None
+
+
+def test_config_and_lengths_are_checked(capsys):
+    assert lengths(1024, 32768) == [1024, 2048, 4096, 8192, 16384, 32768]
+    assert lengths(1024, 3000) == [1024, 2048]
+    with pytest.raises(ValueError, match="start=1, max_length=8"):
+        lengths(1, 8)
+    with pytest.raises(ValueError, match="cap_mib=0; allowed: an integer >= 1"):
+        IGMemoryConfig(cap_mib=0)
+    with pytest.raises(ValueError, match="methods=.*allowed: a non-empty subset of ours, naive"):
+        sweep(IGMemoryConfig(**TINY), methods=("fast",))
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "--max-length" in capsys.readouterr().out
