@@ -5,7 +5,10 @@
 - :mod:`repro.analysis.selection`: LongRecipe's sentence selection by anchor tokens (§4.2);
 - :mod:`repro.analysis.attention_distance`: the attention rows of the last queries (recorded through
   transformers' attention registry, O(queries x T) memory) and their histogram by query-key distance
-  (RoPE-perturbed self-distillation Fig. 2).
+  (RoPE-perturbed self-distillation Fig. 2);
+- :mod:`repro.analysis.longppl`: LongPPL (Fang et al., 2025; CDT Table 2): an evaluator's key tokens by LSD/LCL
+  over the official LongCE windows, the perplexity on them and the official aggregation over documents;
+  :mod:`repro.analysis.longppl_align` carries key tokens across tokenizers by character offsets.
 
 The CDT issue adds IG/FR scores per token type here, and the chunked attention maps.
 """
