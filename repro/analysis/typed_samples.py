@@ -85,8 +85,15 @@ def construction(tokenizer, hops: int, length: int, n: int, key_pool: str = "eva
                  depths: Sequence[float] = (0.0, 0.25, 0.5, 0.75)) -> dict:
     """CD-TaskB: how the generator builds ``n`` prompts of ``length`` tokens with ``hops`` supporting facts (seeds
     0..n-1, depths cycled): mean tokens per type, fact counts (interference: min, max, and the minimum count after
-    the last supporting fact), emoji, and where the supporting facts sit (relative depth in the context)."""
+    the last supporting fact), emoji, and where the supporting facts sit (relative depth in the context). A length
+    too short for the task gives a row that says so (``prompts`` 0)."""
+    from repro.tasks.base import LengthTooShort
+
     task = MultiHop(f"multihop_{hops}", hops, key_pool=key_pool)
+    try:
+        task.generate(tokenizer, length, float(depths[0]), 0)
+    except LengthTooShort as e:
+        return {"hops": hops, "length": length, "prompts": 0, "status": f"too short: {e}"}
     counts = {t: [] for t in (*CONTEXT_TYPES, "prompt")}
     n_int, after, n_low, sup_depths = [], [], [], []
     for i in range(n):

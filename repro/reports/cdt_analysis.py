@@ -47,11 +47,14 @@ def cd_taskb(rows: Sequence[Mapping[str, Any]], p: Profile) -> Report:
            "10 equal chunks of the filler (slots 0/10 .. 9/10, the first at the sample's depth), 1-2x as many "
            "interference facts with at least one after the last supporting fact, a few emoji as low-frequency "
            f"tokens, one shared filler per length. Scale: {scale_note(p)}.")
-    ok = all(r["interference_after_last_min"] >= 1 and r["interference_min"] >= r["hops"]
-             and r["interference_max"] <= 2 * r["hops"] for r in rows)
-    return Report("CD-TaskB", [{"name": "CD-TaskB", "rows": list(rows), "columns": list(rows[0]) if rows else [],
+    built = [r for r in rows if r["prompts"]]
+    ok = bool(built) and all(r["interference_after_last_min"] >= 1 and r["interference_min"] >= r["hops"]
+                             and r["interference_max"] <= 2 * r["hops"] for r in built)
+    cols = list(dict.fromkeys(k for r in [*built, *rows] for k in r))
+    return Report("CD-TaskB", [{"name": "CD-TaskB", "rows": list(rows), "columns": cols,
                                 "caption": cap}],
-                  ours=f"{len(rows)} (hops, length) cells; construction rules hold in every prompt: {ok}",
+                  ours=f"{len(built)} (hops, length) cells built ({len(rows) - len(built)} too short); construction "
+                       f"rules hold in every prompt: {ok}",
                   agrees="yes" if ok else "no", note="rules of App. B.1 checked on every generated prompt")
 
 
@@ -187,9 +190,9 @@ def cd_fig8(rows: Sequence[Mapping], p: Profile) -> Report:
             "irrelevant before": round(r["irrelevant_before"], 5),
             "irrelevant after denoising": round(r["irrelevant_after_denoising"], 5),
             "noise fraction": round(r["noise_fraction"], 3)} for r in rows]
-    gains = [r["after_denoising"] - r["before"] for r in rows]
-    rising = all(b >= a - 1e-9 for a, b in zip(gains, gains[1:])) and gains[-1] > 0
-    agrees = "yes" if rising else "partly" if max(gains) > 0 else "no"
+    gains = [(r["after_denoising"] - r["before"]) / r["before"] for r in rows]  # relative change per lr
+    rising = all(b >= a for a, b in zip(gains, gains[1:])) and gains[-1] > 0.01
+    agrees = "yes" if rising else "partly" if max(gains) > 0.01 else "no"
     cap = (f"CD-Fig8: CDT's detection (Eq. 2) and denoising (Eq. 3, beta = 1, step = lr) on the task model; attention "
            f"mass per critical token from the answer rows, mean over {p.cdt.analysis_samples} samples: before, after "
            f"the denoising step, and after one emphasizing AdamW step at lr {p.cdt.task_lr:g} on the denoised "
@@ -198,7 +201,8 @@ def cd_fig8(rows: Sequence[Mapping], p: Profile) -> Report:
     ours = "; ".join(f"lr {r['lr']:g}: {r['before']:.4f} -> {r['after_denoising']:.4f}" for r in rows)
     return Report("CD-Fig8", [{"name": "CD-Fig8", "rows": out, "columns": list(out[0]), "caption": cap}],
                   ours=ours, agrees=agrees,
-                  note="paper: attention on critical tokens grows with lr and saturates near 8e-5")
+                  note="paper: attention on critical tokens grows with lr and saturates near 8e-5; 'yes' needs the "
+                       "denoising step's gain to grow with lr and exceed 1%")
 
 
 def cd_fig10(curve: Mapping[str, Mapping[int, Mapping]], p: Profile) -> tuple[dict, Report]:

@@ -26,19 +26,19 @@ def _samples(p: Profile, tok):
 
 
 def _lsd(model, samples, p: Profile):
-    """LongPPL's per-token short-vs-long log-probability gap of each sample (the model as its own evaluator, short
-    context a quarter of the base window), aligned with the tokens (target t's gap at index t; 0 where unscored)."""
+    """LongPPL's per-token short-vs-long log-probability gap (LSD) of each sample, the model as its own evaluator
+    with a short context of a quarter of the base window (:func:`repro.analysis.longppl.lsd_scores`), aligned with
+    the tokens; tokens it does not score get -inf (never in a top-k)."""
     import numpy as np
     import torch
 
     from repro.analysis.longppl import LongPPLConfig, lsd_scores
 
-    w = max(p.base.window // 4, 2)
-    cfg = LongPPLConfig(window=w, stride=max(w // 4, 1))
+    cfg = LongPPLConfig.scaled(max(p.base.window // 4, 2))
     out = []
     for s in samples:
-        gap = lsd_scores(model, torch.as_tensor(s.input_ids)[None], cfg)
-        out.append(np.nan_to_num(np.asarray(gap, dtype=np.float64).reshape(-1), nan=-np.inf))
+        gap = lsd_scores(model, torch.as_tensor(s.input_ids)[None], cfg).lsd[0]
+        out.append(np.nan_to_num(gap.double().numpy(), nan=-np.inf))
     return out
 
 
@@ -124,15 +124,21 @@ def cd_memory(profile: Profile | str, run_dir: str | Path = "runs", force: bool 
               progress: bool = True) -> list[dict]:
     """CD-Mem: the IG score's peak memory and time, naive vs memory-linear, on the profile's model architecture at
     ``cdt.mem_lengths`` (each (method, length) in a fresh process capped at ``cdt.mem_cap_gib``)."""
-    from repro.bench.ig_memory import memory_sweep
+    from repro.bench.ig_memory import IGMemoryConfig, sweep
     from repro.stages.base import train_base
 
     p = as_profile(profile)
+    cd = p.cdt
     base = train_base(p, run_dir, progress=progress)
-    key = stage_key("cdmem", {"ckpt": checkpoint_id(base, run_dir), "lengths": p.cdt.mem_lengths,
-                              "cap": p.cdt.mem_cap_gib})
-    return cached_json(eval_path(run_dir, p, f"cdmem-{key}"), force,
-                       lambda: {"rows": memory_sweep(str(base), p.cdt.mem_lengths, cap_gib=p.cdt.mem_cap_gib)})["rows"]
+    key = stage_key("cdmem", {"ckpt": checkpoint_id(base, run_dir), "lengths": cd.mem_lengths,
+                              "cap": cd.mem_cap_gib})
+    cfg = IGMemoryConfig(model_path=str(base), cap_mib=int(cd.mem_cap_gib * 1024))
+
+    def compute() -> dict:
+        return {"rows": sweep(cfg, start=min(cd.mem_lengths), max_length=max(cd.mem_lengths),
+                              log=(lambda r: print(r, flush=True)) if progress else None)}
+
+    return cached_json(eval_path(run_dir, p, f"cdmem-{key}"), force, compute)["rows"]
 
 
 def cd_attention_maps(profile: Profile | str, names: tuple[str, ...] = ("rp_standard", "cdt"),

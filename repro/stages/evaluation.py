@@ -191,15 +191,16 @@ def longppl_scores(profile: Profile | str, name: str, run_dir: str | Path = "run
                    progress: bool = True) -> dict:
     """CD-Tab2's LongPPL and PPL of a checkpoint (:mod:`repro.analysis.longppl`) on ``cdt.longppl_docs`` held-out
     documents cut at the target window, with key tokens picked by ``cdt.longppl_evaluator`` (cached: the same
-    key tokens for every checkpoint)."""
+    key tokens for every checkpoint) over LongCE's windows; aggregated over documents as the official script does
+    (the CE pooled over every key token)."""
     import torch
 
-    from repro.analysis.longppl import LongPPLConfig, key_tokens, longppl
+    from repro.analysis.longppl import LongPPLConfig, aggregate, key_tokens, longppl
     from repro.models import load_model
 
     p = as_profile(profile)
     cd, target = p.cdt, p.extend.target_window
-    cfg = LongPPLConfig(window=p.selfdistill.longce_window, stride=p.selfdistill.longce_stride)
+    cfg = LongPPLConfig(window=p.selfdistill.longce_window, stride=p.selfdistill.longce_stride)  # LongCE's windows
     docs = _long_docs(p, run_dir, cd.longppl_docs, target)
     evaluator = checkpoint_path(p, cd.longppl_evaluator, run_dir)
     kkey = stage_key("longppl", {"evaluator": checkpoint_id(evaluator, run_dir), "cfg": cfg, "n": len(docs),
@@ -216,18 +217,11 @@ def longppl_scores(profile: Profile | str, name: str, run_dir: str | Path = "run
 
     def compute() -> dict:
         model = load_model(ckpt).eval()
-        per_doc = [longppl(model, torch.as_tensor(d)[None], torch.as_tensor(m)[None]) for d, m in zip(docs, masks)]
-        return {"checkpoint": str(ckpt), "evaluator": cd.longppl_evaluator, "docs": per_doc,
-                **_aggregate_longppl(per_doc)}
+        rows = [longppl(model, torch.as_tensor(d)[None], torch.as_tensor(m)[None])["rows"][0]
+                for d, m in zip(docs, masks)]
+        return {"checkpoint": str(ckpt), "evaluator": cd.longppl_evaluator, "docs": rows, **aggregate(rows)}
 
     return cached_json(eval_path(run_dir, p, f"longppl-{name}-{key}"), force, compute)
-
-
-def _aggregate_longppl(per_doc: list[dict]) -> dict:
-    """Mean over documents of LongPPL (documents with key tokens) and PPL."""
-    with_keys = [d["longppl"] for d in per_doc if d.get("n_key", 0) > 0]
-    return {"longppl": float(np.mean(with_keys)) if with_keys else None,
-            "ppl": float(np.mean([d["ppl"] for d in per_doc])), "n_key": int(sum(d.get("n_key", 0) for d in per_doc))}
 
 
 def _long_docs(p: Profile, run_dir: str | Path, n: int, length: int) -> list[np.ndarray]:
