@@ -220,19 +220,16 @@ def recording_query_rows(model: torch.nn.Module, queries: int, layers: Iterable[
         raise ValueError(f"attention implementation {original!r}; allowed: {', '.join(SUPPORTED)}")
     name = _register(original)
     session = QueryRows(model, original, name, int(queries), layers, reduce)
+    from repro.analysis.capture import attention_implementation
+
     try:
         for m in modules:
             _ACTIVE[id(m)] = session
-        model.set_attn_implementation(name)
-        if model.config._attn_implementation != name:
-            raise ValueError(f"{type(model).__name__} cannot switch its attention implementation (it does not use "
-                             "transformers' attention-function registry); allowed: models that do")
-        yield session
+        with attention_implementation(model, name):
+            yield session
     finally:
         for m in modules:
             _ACTIVE.pop(id(m), None)
-        if model.config._attn_implementation != original:
-            model.set_attn_implementation(original)
 
 
 def query_attention(model: torch.nn.Module, input_ids: torch.Tensor, queries: int,

@@ -39,11 +39,11 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
-import numpy as np
 import torch
 
 from repro.loss import chunked_clm_loss, weighted_clm_loss
 from repro.methods.registry import register_method
+from repro.methods.wrapped import OnInnerRows
 from repro.models import forward_hidden, plain_head_weight
 from repro.train import answer_exact_match_hidden
 
@@ -200,7 +200,7 @@ def cdt_loss(model, batch: dict[str, torch.Tensor], spec: CDTSpec, lr: float, pa
 
 
 @register_method("cdt")
-class ContextDenoising:
+class ContextDenoising(OnInnerRows):
     """CDT on the rows of an inner method (``inner``: e.g. FLT's :class:`repro.methods.Extension` at the target):
     same batches, the objective of :func:`cdt_loss` with the trainer's current learning rate (the
     :meth:`before_step` hook).
@@ -213,9 +213,6 @@ class ContextDenoising:
         self.bf16, self.stop_at, self.chunk = bf16, stop_at, chunk
         self.lr: float | None = None
 
-    def batch(self, step: int) -> dict[str, np.ndarray]:
-        return self.inner.batch(step)
-
     def before_step(self, step: int, lr: float) -> None:
         self.lr = float(lr)
 
@@ -224,15 +221,3 @@ class ContextDenoising:
             raise RuntimeError(f"method {self.name!r}: no learning rate yet; the trainer calls before_step(step, lr) "
                                "before each loss (call it yourself in a custom loop, or use cdt_loss(..., lr=...))")
         return cdt_loss(model, batch, self.spec, self.lr, self.pad_id, self.bf16, self.chunk)
-
-    def observe(self, step: int, metrics: dict) -> None:
-        self.inner.observe(step, metrics)
-
-    def finished(self, step: int) -> bool:
-        return self.stop_at is not None and step >= self.stop_at
-
-    def state_dict(self) -> dict:
-        return self.inner.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.inner.load_state_dict(state)

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from repro.loss import KL_DIRECTIONS, chunked_clm_loss, chunked_kl_loss, kl_from_logits, weighted_clm_loss
+from repro.methods.wrapped import OnInnerRows
 from repro.methods.registry import register_method, step_rng
 from repro.models import plain_head_weight
 from repro.train import answer_exact_match_hidden
@@ -177,7 +178,7 @@ def selfdistill_batch(input_ids: torch.Tensor, spec: SelfDistillSpec, rng: np.ra
 
 
 @register_method("selfdistill")
-class SelfDistillation:
+class SelfDistillation(OnInnerRows):
     """Full-length extension rows (``inner``: an :class:`repro.methods.Extension` at the target, e.g. FLT's)
     with a perturbed view drawn per row, trained with :func:`selfdistill_loss`.
 
@@ -200,18 +201,6 @@ class SelfDistillation:
 
     def loss(self, model, batch):
         return selfdistill_loss(model, batch, self.spec, self.bf16, self.longce, self.chunk)
-
-    def observe(self, step: int, metrics: dict) -> None:
-        self.inner.observe(step, metrics)
-
-    def finished(self, step: int) -> bool:
-        return self.stop_at is not None and step >= self.stop_at
-
-    def state_dict(self) -> dict:
-        return self.inner.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.inner.load_state_dict(state)
 
 
 def _perturbed_context(model, spec: SelfDistillSpec):

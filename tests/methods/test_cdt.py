@@ -6,22 +6,11 @@ import math
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from repro.methods.cdt import CDTSpec, ContextDenoising, cdt_loss, denoise, embedding_gradients, frozen, noise_mask
 from repro.models import forward
 from repro.train import Trainer, TrainConfig, clm_step
-
-V = 97
-COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-              num_key_value_heads=2, max_position_embeddings=512, use_cache=False, attn_implementation="sdpa",
-              initializer_range=0.3, rope_theta=100.0)
-
-
-def _model(family="llama", dtype=torch.float64):
-    torch.manual_seed(0)
-    cfg, cls = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM)}[family]
-    return cls(cfg(**COMMON)).to(dtype)
+from tests.methods.test_selfdistill import V, _model  # random models whose outputs depend on positions
 
 
 def _batch(B=2, T=24, seed=1, doc_ids=None, dtype=torch.float64):

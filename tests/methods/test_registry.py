@@ -98,7 +98,7 @@ def test_module_level_import_graph_has_no_cycle():
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_every_arm_of_every_profile_resolves_and_yields_a_batch(profile, small_tokenizer, corpus_rows):
-    from repro.methods.arms import rp_arm, split_seed
+    from repro.methods.arms import cd_arm, rp_arm, split_seed
     from repro.stages import extension_arms, extension_method
     from repro.stages.keys import replicate_profile
     from repro.stages.selfdistill import selfdistill_method
@@ -118,6 +118,14 @@ def test_every_arm_of_every_profile_resolves_and_yields_a_batch(profile, small_t
             assert b["input_ids"].shape == b["perturbed_position_ids"].shape == (p.extend.batch_size, T)
             assert b["position_ids"].max() < T
             assert b["perturbed_position_ids"].max() <= rp_arm(name).spec.max_index(T)
+            continue
+        if cd_arm(name) is not None:  # CDT: rp_standard's rows (FLT's at the replicate's seed), its own objective
+            from repro.stages.cdt import cdt_method
+
+            m = cdt_method(*replicate_profile(p, name), small_tokenizer, corpus_rows)
+            ref = selfdistill_method(*replicate_profile(p, name.replace("cdt", "rp_standard")), small_tokenizer,
+                                     corpus_rows)
+            assert np.array_equal(m.batch(0)["input_ids"], ref.batch(0)["input_ids"])
             continue
         anchors = np.arange(10, 60)  # any anchor ids: the rows must build, whatever the analysis finds
         m = extension_method(*replicate_profile(p, name), small_tokenizer, corpus_rows, anchors)
