@@ -43,9 +43,10 @@ def _lsd(model, samples, p: Profile):
 
 
 def cd_scores(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,
-              progress: bool = True) -> dict:
+              progress: bool = True, path: str | Path | None = None) -> dict:
     """The task model's analysis record: ``correct`` per sample, ``types`` per sample, ``scores`` (per sample),
-    ``manual`` (CD-Fig4 per sample), ``sweep`` (CD-Fig8 rows), ``step`` (the manual denoising's step size)."""
+    ``manual`` (CD-Fig4 per sample), ``sweep`` (CD-Fig8 rows), ``step`` (the manual denoising's step size).
+    ``path``: analyse this HF model folder (with its tokenizer) instead of the task model."""
     from tqdm.auto import tqdm
 
     from repro.analysis.cdt_scores import denoising_sweep, manual_denoising, score_sample
@@ -55,7 +56,7 @@ def cd_scores(profile: Profile | str, run_dir: str | Path = "runs", force: bool 
     from repro.stages.cdt import train_task_model
 
     p = as_profile(profile)
-    final = train_task_model(p, "ce", run_dir, progress=progress)
+    final = Path(path) if path else train_task_model(p, "ce", run_dir, progress=progress)
     cd = p.cdt
     step = p.extend.lr * cd.beta
     key = stage_key("cdscores", {"ckpt": checkpoint_id(final, run_dir), "cdt": cd, "window": p.base.window,

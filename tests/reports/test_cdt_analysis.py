@@ -73,13 +73,16 @@ def test_detected_shares_and_fig7():
 
 
 def test_fig8_fig10_mem_fig14():
-    rows = [{"lr": lr, "before": 0.1, "after_denoising": 0.1 - d, "after_emphasizing": 0.1, "irrelevant_before": 0.01,
+    rows = [{"lr": lr, "gain": -d * 10, "gain_se": 0.001, "before": 0.1, "after_denoising": 0.1 - d,
+             "after_emphasizing": 0.1, "irrelevant_before": 0.01,
              "irrelevant_after_denoising": 0.01, "noise_fraction": 0.7} for lr, d in ((1.0, 0.0), (10.0, 0.01))]
     assert cda.cd_fig8(rows, P).agrees == "no"  # attention on critical tokens falls: the paper's opposite
-    flat = [{**r, "after_denoising": 0.1 + 1e-6} for r in rows]
+    flat = [{**r, "gain": 1e-5} for r in rows]
     assert cda.cd_fig8(flat, P).agrees == "no"  # no measurable change is not agreement
-    up = [{**r, "after_denoising": 0.1 + 2 * d} for r, d in zip(rows, (0.0, 0.01))]
+    up = [{**r, "gain": g} for r, g in zip(rows, (0.0, 0.2))]
     assert cda.cd_fig8(up, P).agrees == "yes"
+    noisy = [{**r, "gain": g, "gain_se": 0.5} for r, g in zip(rows, (0.0, 0.2))]
+    assert cda.cd_fig8(noisy, P).agrees == "no"  # within noise
     curve = {o: {s: {"accuracy": a, "accuracy_se": 0.01, "ig_critical": (a, 0.01), "attention_critical": (a, 0.01)}
                  for s, a in ((100, 0.2), (600, top))} for o, top in (("ce", 0.5), ("cdt", 0.8))}
     assert cda.cd_fig10(curve, P)[1].agrees == "yes"

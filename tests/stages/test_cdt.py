@@ -52,3 +52,21 @@ def test_task_models_share_rows_and_keep_checkpoints(run_dir):
     assert train_task_model(p, "ce", run_dir, progress=False) == ce  # cached
     with pytest.raises(ValueError, match="objective='kl'; allowed: ce, cdt"):
         train_task_model(p, "kl", run_dir)
+
+
+def test_scores_of_a_model_folder_given_by_path(run_dir):
+    """The IG-scores stage on any HF folder with a tokenizer (here the smoke task model, copied elsewhere)."""
+    import shutil
+
+    from repro.stages.cdt_analysis import cd_scores
+
+    p = get_profile("smoke")
+    src = train_task_model(p, "ce", run_dir, progress=False)
+    mine = run_dir / "my_model"
+    shutil.copytree(src, mine, dirs_exist_ok=True)
+    rec = cd_scores(p, run_dir, progress=False, path=mine)
+    n = p.cdt.analysis_samples
+    assert rec["checkpoint"] == str(mine) and len(rec["scores"]) == len(rec["correct"]) == len(rec["manual"]) == n
+    s = rec["scores"][0]
+    assert abs(sum(s["ig_share"].values()) - 1) < 1e-9 and len(s["ig_token"]) == len(rec["types"][0])
+    assert [r["lr"] for r in rec["sweep"]] == list(p.cdt.lr_sweep) and all("gain_se" in r for r in rec["sweep"])
