@@ -59,7 +59,8 @@ def score_sample(model, s: TypedSample, top_k: int = 30, top_heads: int = 30,
         warnings.simplefilter("ignore")  # top heads clipped to the model's head count: recorded below
         fr_top = sc.fr_by_type(lab, top_heads=top_heads)
         fr_top_share = sc.fr_by_type(lab, top_heads=top_heads, normalized=True)
-    rec = {"loss": sc.loss, "top_heads_used": min(top_heads, sc.ig.shape[0] * sc.ig.shape[1])}
+    heads = sc.ig.shape[0] * sc.ig.shape[1]
+    rec = {"loss": sc.loss, "top_heads_used": min(top_heads, heads), "heads_total": heads}
     for name, raw, share in (("ig", sc.ig_by_type(lab), sc.ig_by_type(lab, normalized=True)),
                              ("fr", sc.fr_by_type(lab), sc.fr_by_type(lab, normalized=True)),
                              ("fr_top", fr_top, fr_top_share),

@@ -80,10 +80,11 @@ def cd_fig3(records: Sequence[Mapping], correct: Sequence[bool], p: Profile) -> 
     both = cg > 2 * cs and fg > 2 * fs
     agrees = "yes" if both else "partly" if (cg > 2 * cs or fg > 2 * fs) else "no"
     top = records[0]["top_heads_used"] if records else 0
+    total = records[0].get("heads_total", top) if records else 0
     cap = (f"CD-Fig3: shares per token type (each score's per-token mean, normalized over the four types), mean ± SE "
            f"over samples, for answers the task model gets right and wrong. FR: top-{p.cdt.top_k} keys per answer "
-           f"row; 'top heads': the {top} heads giving the most attention to critical tokens (the paper: top 30 of "
-           f"1024; the tiny model has {top} or more). Scale: {scale_note(p)}.")
+           f"row; 'top heads': the {top} of the model's {total} heads giving the most attention to critical tokens "
+           f"(App. B: 30 of 1,024). Scale: {scale_note(p)}.")
     ours = (f"IG share critical - irrelevant {cg:+.3f} ± {cs:.3f}; FR share irrelevant - IG share irrelevant "
             f"{fg:+.3f} ± {fs:.3f}; {sum(correct)} right / {len(correct) - sum(correct)} wrong answers")
     return data, Report("CD-Fig3", [{"name": "CD-Fig3", "rows": rows, "columns": list(rows[0]), "caption": cap}],
