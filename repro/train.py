@@ -185,6 +185,20 @@ def answer_exact_match_hidden(hidden: torch.Tensor, head: torch.Tensor, input_id
     return _whole_answers(pred == input_ids[:, 1:][sel], groups[sel])
 
 
+def finish_metrics(loss: torch.Tensor, metrics: dict[str, float], hidden: torch.Tensor | None,
+                   head: torch.Tensor | None, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    """``(loss, metrics)`` of an objective, with ``loss`` and (when the batch has answers and the model a plain
+    head) the teacher-forced ``train_em`` added to ``metrics``."""
+    if "answer_group" in batch and head is not None and hidden is not None:
+        with torch.no_grad():
+            hit, total = answer_exact_match_hidden(hidden.detach(), head.detach(), batch["input_ids"],
+                                                   batch["answer_group"])
+        if total:
+            metrics["train_em"] = hit / total
+    metrics["loss"] = float(loss.detach())
+    return loss, metrics
+
+
 def clm_step(model, batch: dict[str, torch.Tensor], bf16: bool, chunked: bool = True,
              chunk: int = 2048) -> tuple[torch.Tensor, dict[str, float]]:
     """Forward + weighted CLM loss + training metrics for one batch.

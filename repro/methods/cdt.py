@@ -45,7 +45,7 @@ from repro.loss import chunked_clm_loss, weighted_clm_loss
 from repro.methods.registry import register_method
 from repro.methods.wrapped import OnInnerRows
 from repro.models import forward_hidden, plain_head_weight
-from repro.train import answer_exact_match_hidden
+from repro.train import finish_metrics
 
 THRESHOLDS = ("document", "row")
 """Where Eq. 2's mean is taken: per document (default) or over the whole packed row (the authors' trainer)."""
@@ -189,14 +189,7 @@ def cdt_loss(model, batch: dict[str, torch.Tensor], spec: CDTSpec, lr: float, pa
         metrics.update(detect_loss=float(detect), noise_fraction=n_noise / max(int(valid.sum()), 1),
                        shift=float(grad[noise].float().norm(dim=-1).mean() * lr * spec.beta) if n_noise else 0.0)
     loss, hidden, head = ce_from_embeds(model, embeds, batch, bf16, chunk)
-    if "answer_group" in batch and hidden is not None:
-        with torch.no_grad():
-            hit, total = answer_exact_match_hidden(hidden.detach(), head.detach(), batch["input_ids"],
-                                                   batch["answer_group"])
-        if total:
-            metrics["train_em"] = hit / total
-    metrics["loss"] = float(loss.detach())
-    return loss, metrics
+    return finish_metrics(loss, metrics, hidden, head, batch)
 
 
 @register_method("cdt")

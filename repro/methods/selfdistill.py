@@ -36,7 +36,7 @@ from repro.loss import KL_DIRECTIONS, chunked_clm_loss, chunked_kl_loss, kl_from
 from repro.methods.wrapped import OnInnerRows
 from repro.methods.registry import register_method, step_rng
 from repro.models import plain_head_weight
-from repro.train import answer_exact_match_hidden
+from repro.train import finish_metrics
 
 VIEWS: tuple[str, ...] = ("skip", "cyclic", "dilation", "chunk_permutation", "nope", "none")
 """Perturbed views (:mod:`repro.positions.views`; ``none``: standard indices)."""
@@ -300,11 +300,4 @@ def selfdistill_loss(model, batch: dict[str, torch.Tensor], spec: SelfDistillSpe
 
 
 def _finish(loss, metrics, hidden, head, batch):
-    if "answer_group" in batch and head is not None:
-        with torch.no_grad():
-            hit, total = answer_exact_match_hidden(hidden.detach(), head.detach(), batch["input_ids"],
-                                                   batch["answer_group"])
-        if total:
-            metrics["train_em"] = hit / total
-    metrics["loss"] = float(loss.detach())
-    return loss, metrics
+    return finish_metrics(loss, metrics, hidden, head, batch)

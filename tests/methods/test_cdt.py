@@ -10,7 +10,7 @@ import torch
 from repro.methods.cdt import CDTSpec, ContextDenoising, cdt_loss, denoise, embedding_gradients, frozen, noise_mask
 from repro.models import forward
 from repro.train import Trainer, TrainConfig, clm_step
-from tests.methods.test_selfdistill import V, _model  # random models whose outputs depend on positions
+from tests.methods.test_selfdistill import V, _grads, _model  # random models whose outputs depend on positions
 
 
 def _batch(B=2, T=24, seed=1, doc_ids=None, dtype=torch.float64):
@@ -20,12 +20,6 @@ def _batch(B=2, T=24, seed=1, doc_ids=None, dtype=torch.float64):
     if doc_ids is not None:
         b["doc_ids"] = doc_ids
     return b
-
-
-def _grads(model, loss):
-    model.zero_grad(set_to_none=True)
-    loss.backward()
-    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
 def test_detection_computes_no_weight_gradient_and_matches_full_backward():
