@@ -97,6 +97,15 @@ def rp_arm(name: str) -> RPArm | None:
     return RP_ARMS.get(split_seed(name)[0])
 
 
+def extension_family(name: str) -> bool:
+    """True for an arm of the LongRecipe comparison (FLT, PoSE, RPES, LongRecipe and its variants, their
+    ``+replay``/``+merge`` stages and replicates), trained by the extension stage with an
+    :class:`ExtensionSpec`; False for the self-distillation (``rp_*``) and CDT arms, which train as
+    ``rp_standard`` with their own objectives."""
+    arm = name.split("+")[0]
+    return rp_arm(arm) is None and cd_arm(arm) is None
+
+
 RATIO_PREFIX = "longrecipe_r"
 """Prefix of the token-ratio arms (``longrecipe_r20``: LongRecipe with 20% of the target per sample)."""
 STAGES = ("replay", "merge")

@@ -46,15 +46,14 @@ def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path
     are those of a serial run.
     """
     from repro.methods import extension_spec
-    from repro.methods.arms import cd_arm, rp_arm, split_seed
+    from repro.methods.arms import extension_family, split_seed
     from repro.stages.analysis import impactful_tokens
     from repro.stages.base import train_base
 
     p = as_profile(profile)
     w = workers or p.extend.workers
     train_base(p, run_dir, progress=progress)
-    needs = {n: rp_arm(n) is None and cd_arm(n) is None
-             and extension_spec(split_seed(n)[0]).selection == "anchors" for n in names}
+    needs = {n: extension_family(n) and extension_spec(split_seed(n)[0]).selection == "anchors" for n in names}
     out: dict[str, Path] = {}
     for group in ([n for n in names if not needs[n]], [n for n in names if needs[n]]):
         if not group:

@@ -207,6 +207,24 @@ def test_split_seed_reads_only_the_suffix():
     assert split_seed("rp_skip@seed1") == ("rp_skip", 1)  # the reports' own checkpoint names pass through
 
 
+@pytest.mark.parametrize("profile", ["smoke", "tiny", "paper"])
+def test_extension_family_is_exactly_the_arms_with_an_extension_spec(profile):
+    """The LR-Cost notebook cell times the extension family alone: an RP or CDT arm there has no spec."""
+    from repro.methods import ExtensionSpec, extension_spec
+    from repro.methods.arms import extension_family, split_seed
+    from repro.stages import extension_arms
+
+    names = {n for paper in ("longrecipe", "selfdistill", "cdt", "all") for n in extension_arms(profile, paper)}
+    assert {"flt", "cdt", "rp_standard"} <= names
+    for name in names | {"pose+replay", "longrecipe_r20+merge@seed1", "rp_skip@seed2", "cdt@seed1"}:
+        arm = split_seed(name.split("+")[0])[0]
+        if extension_family(name):
+            assert isinstance(extension_spec(arm), ExtensionSpec), name
+        else:
+            with pytest.raises(ValueError, match="unknown extension method"):
+                extension_spec(arm)
+
+
 def test_a_typo_in_transform_params_names_the_allowed_ones(small_tokenizer, corpus_rows):
     spec = ExtensionSpec("pose", 100, params={"chunk": 2})
     with pytest.raises(ValueError, match=r"transform 'pose' got unknown parameter\(s\) \['chunk'\]; allowed: "):
