@@ -40,10 +40,15 @@ def test_extension_arms_lists_the_replicates_after_the_arms():
     p = get_profile("smoke").override(extend={"replicate_arms": ("flt", "longrecipe"), "seed_replicates": 3})
     sd = p.selfdistill
     assert extension_arms(p, "longrecipe")[-4:] == ("flt@seed1", "flt@seed2", "longrecipe@seed1", "longrecipe@seed2")
-    assert extension_arms(p, "cdt") == ("flt", "flt@seed1", "flt@seed2")
+    # CDT alone: FLT, its CE and LongCE (no replicates: rp_standard is not a self-distillation replicate arm
+    # here), then its own arm
+    assert extension_arms(p, "cdt") == ("flt", "flt@seed1", "flt@seed2", "rp_standard", "rp_longce", "cdt")
     rp = (*sd.main_arms, *sd.matched_arms, *sd.ablation_arms, "rp_skip@seed1", "rp_skip@seed2")
     assert extension_arms(p, "selfdistill") == ("flt", "flt@seed1", "flt@seed2", *rp)
-    arms = extension_arms(p)
-    assert arms[-len(rp) - 4:] == ("flt@seed1", "flt@seed2", "longrecipe@seed1", "longrecipe@seed2", *rp)
+    arms = extension_arms(p)  # with self-distillation run, CE and LongCE are trained once
+    assert arms[-len(rp) - 5:] == ("flt@seed1", "flt@seed2", "longrecipe@seed1", "longrecipe@seed2", *rp, "cdt")
+    q = p.override(selfdistill={"replicate_arms": ("rp_standard",)}, cdt={"replicate_arms": ("cdt",)})
+    assert extension_arms(q, "cdt")[3:] == ("rp_standard", "rp_longce", "rp_standard@seed1", "rp_standard@seed2",
+                                             "cdt", "cdt@seed1", "cdt@seed2")
     with pytest.raises(ValueError, match="extend.seed_replicates=0 out of range"):
         p.override(extend={"seed_replicates": 0})
