@@ -543,6 +543,7 @@ SMOKE = Profile(
     cdt=CDTConfig(replicate_arms=(), curve_every=2, task="multihop_2", task_steps=4, task_curve_every=2,
                   analysis_samples=4, top_k=8, lr_sweep=(1e-2, 1.0), map_chunks=8, map_samples=1,
                   mem_lengths=(128, 256), mem_cap_gib=4.0, cost_steps=1, longppl_docs=2),
+    prolong=ProLongConfig(eval_samples=1, heldout_docs=2, throughput_steps=1, throughput_workers=(2,)),
 )
 """CI: proves every code path runs in seconds; asserts structure, not science."""
 
@@ -569,6 +570,9 @@ PAPER = Profile(
                                   yarn_samples=50, ablation_samples=50),
     cdt=CDTConfig(beta=5.0, top_heads=30, lr_sweep=(1e-5, 2e-5, 4e-5, 8e-5, 1.6e-4), replicate_arms=(), curve_every=26,
                   task_lr=1e-5, mem_lengths=(1024, 65_536), mem_cap_gib=80.0),
+    prolong=ProLongConfig(sources=(("code", "folder:data/code_repos"), ("books", "folder:data/books"),
+                                   ("short", "hf_disk:data/shortmix")), long_threshold=65_536, task_share=0.0,
+                          replicate_arms=(), eval_samples=50, heldout_docs=64),
 )
 """LongRecipe Table 6 (Llama3-8B-Instruct, 80K target): 24K-token samples for the
 position-transform methods, dynamic-NTK factor 10 (RoPE base 48.9M), batch 96,

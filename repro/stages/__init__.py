@@ -24,7 +24,8 @@ from repro.stages.cdt_analysis import cd_attention_maps, cd_curve, cd_memory, cd
 from repro.stages.checkpoints import available_checkpoints, checkpoint_path, checkpoint_rope_theta
 from repro.stages.corpus import Corpus, build_corpus, get_corpus, get_tokenizer
 from repro.stages.evaluation import (evaluate_base_window, evaluate_checkpoint, general_abilities, run_lr_suite,
-                                     longppl_scores, run_cd_suite, run_rp_curve, run_rp_suite, run_suite,
+                                     long_doc_ppl, longppl_scores, run_cd_suite, run_pl_suite, run_rp_curve,
+                                     run_rp_suite, run_suite,
                                      short_lm_loss, short_lm_windows)
 from repro.stages.extension import (extension_arms, extension_method, extension_tokens, metrics,
                                     prepare_extension_data, train_extension)
@@ -48,5 +49,6 @@ __all__ = [
     "task_checkpoints", "train_cdt", "train_task_model",  # repro.stages.cdt (CDT's arms and task model)
     "cd_attention_maps", "cd_curve", "cd_memory", "cd_scores",  # repro.stages.cdt_analysis (the IG-scores notebook)
     "longppl_scores", "run_cd_suite",  # repro.stages.evaluation (CD-Tab2)
+    "long_doc_ppl", "run_pl_suite",  # repro.stages.evaluation (ProLong's ablations)
     "arm_proportions", "arm_rope_theta", "build_streams", "ntk_theta", "train_prolong",  # repro.stages.prolong
 ]

@@ -187,6 +187,46 @@ def run_cd_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs"
     return out
 
 
+def run_pl_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
+                 progress: bool = True) -> dict[str, dict]:
+    """Evaluate a checkpoint on :func:`repro.stages.plans.pl_plan` (ProLong's ablations); part -> cached record."""
+    from repro.stages.plans import pl_plan
+
+    p = as_profile(profile)
+    return _run_plan(p, name, pl_plan(p, name), run_dir, force, progress)
+
+
+def long_doc_ppl(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False) -> dict:
+    """PL-Fig1's long-document perplexity: next-token loss on the second half of ``prolong.heldout_docs`` held-out
+    documents cut at the target (stdlib test modules, never in the corpus), as ProLong scores the last 32K tokens
+    of 64K-token PG19 books. Returns ``{"loss", "ppl", "docs", "tokens", ...}`` (cached)."""
+    import torch
+
+    from repro.models import forward, load_model
+
+    p = as_profile(profile)
+    target, n = p.extend.target_window, p.prolong.heldout_docs
+    ckpt = checkpoint_path(p, name, run_dir)
+    key = stage_key("plppl", {"ckpt": checkpoint_id(ckpt, run_dir), "n": n, "target": target})
+
+    def compute() -> dict:
+        docs = _long_docs(p, run_dir, n, target)
+        model = load_model(ckpt).eval()
+        total, count, per_doc = 0.0, 0, []
+        with torch.no_grad():
+            for d in docs:
+                ids = torch.as_tensor(d)[None]
+                logits = forward(model, ids).logits[0, :-1].float()
+                nll = torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="none")[target // 2 - 1:]
+                per_doc.append(float(nll.mean()))
+                total, count = total + float(nll.sum()), count + nll.numel()
+        return {"checkpoint": str(ckpt), "loss": total / count, "ppl": float(np.exp(total / count)),
+                "docs": len(docs), "tokens": count, "per_doc_loss": per_doc,
+                "scored": f"tokens {target // 2}..{target - 1} of each {target}-token window"}
+
+    return cached_json(eval_path(run_dir, p, f"plppl-{name}-{key}"), force, compute)
+
+
 def longppl_scores(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
                    progress: bool = True) -> dict:
     """CD-Tab2's LongPPL and PPL of a checkpoint (:mod:`repro.analysis.longppl`) on ``cdt.longppl_docs`` held-out

@@ -11,7 +11,7 @@ from __future__ import annotations
 from repro.profiles import Profile
 from repro.tasks.summary import DECILE_DEPTHS, NIAH_TASKS, RULER_TASKS, ruler_in_suite
 
-__all__ = ["base_window_grid", "cd_plan", "lr_plan", "plan_cost", "rp_plan", "ruler_in_suite", "suite_plan",
+__all__ = ["base_window_grid", "cd_plan", "pl_plan", "lr_plan", "plan_cost", "rp_plan", "ruler_in_suite", "suite_plan",
            "yarn_rope"]
 
 RP_SEED_ARMS: tuple[str, ...] = ("rp_standard", "rp_cyclic", "rp_skip")
@@ -134,3 +134,19 @@ def cd_plan(p: Profile, name: str, rope_theta: float) -> dict[str, dict]:
         plan["multihop"] = {"tasks": hops, "lengths": tuple(p.selfdistill.eval_lengths), "samples": ev.suite_samples,
                             "depths": ev.suite_depths, "seeds": ev.seeds[:1]}
     return plan
+
+
+PL_RECALL: tuple[str, ...] = ("json_kv", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3")
+"""ProLong's recall category (HELMET: JSON KV and RULER's multi-key needles)."""
+
+
+def pl_plan(p: Profile, name: str) -> dict[str, dict]:
+    """Evaluation parts of a ProLong arm -> ``evaluate_checkpoint`` kwargs, ``prolong.eval_samples`` prompts per cell
+    at the suite depths: ``long`` (RULER's tasks of the suite plus JSON KV at the target: the reports read the
+    downstream average over the tasks the base can do, and :data:`PL_RECALL` among them as recall) and ``short``
+    (the NIAH tasks at the base window: the short-context stand-in)."""
+    ev, pl, target = p.eval, p.prolong, p.extend.target_window
+    cell = {"depths": ev.suite_depths, "seeds": ev.seeds[:1], "samples": pl.eval_samples}
+    tasks = (*ruler_in_suite(p), *(t for t in PL_RECALL if t not in RULER_TASKS))
+    return {"long": {"tasks": tasks, "lengths": (target,), **cell},
+            "short": {"tasks": NIAH_TASKS, "lengths": (p.base.window,), **cell}}

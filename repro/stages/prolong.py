@@ -5,7 +5,9 @@
   with PL-Tab3's counts per source.
 - :func:`train_prolong`: a ProLong arm of :data:`repro.methods.arms.PL_ARMS` from the base, ``extend``'s steps,
   batch, lr and schedule, rows from the arm's mixture (:class:`repro.methods.prolong.ProLongMix`), the arm's RoPE
-  base and training length.
+  base and training length. With document masks the model attends within each document alone
+  (:func:`repro.attention.doc_masked.use_doc_masked_attention`: ``sdpa_varlen`` on CPU, flash-attn varlen on
+  GPUs), as ProLong trains; the checkpoint's config keeps the profile's implementation for evaluation.
 """
 
 from __future__ import annotations
@@ -184,6 +186,10 @@ def train_prolong(profile: Profile | str, name: str = "prolong", run_dir: str | 
                        attn_implementation=p.model.attn_implementation)
     tok = load_tokenizer(build_corpus(p, run_dir).path / "tokenizer")
     m = prolong_method(rp, arm, tok, build_streams(p, run_dir))
+    if m.doc_masks and p.model.attn_implementation == "sdpa":  # each packed document attended alone (App. A.3)
+        from repro.attention.doc_masked import use_doc_masked_attention
+
+        use_doc_masked_attention(model)
     data = prepare_extension_data(p, name, m, run_dir)
     cfg = TrainConfig.from_section(e, e.steps, schedule="cosine")
     final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
