@@ -8,7 +8,11 @@ two transformers 5.23 traps in the README):
   packed-document boundaries;
 * packed rows whose positions restart per document: ``attention_mask=None``
   with the restarting ``position_ids`` and ``use_cache=False``; transformers
-  builds the block-diagonal mask (varlen flash attention on GPUs);
+  builds the block-diagonal mask for sdpa and eager, ``sdpa_varlen``
+  (:mod:`repro.attention.doc_masked`) reads the restarts and attends within
+  each document alone, and the flash-attn implementations also get the
+  boundaries as ``cu_seq_lens_q/k`` kwargs (transformers reads packing from
+  ``position_ids`` there only at batch 1);
 * packed rows with transformed positions: an explicit additive float 4-D mask
   (a boolean 4-D mask is misread by the eager kernel).
 """
@@ -20,6 +24,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
+from repro.attention.doc_masked import boundary_kwargs
 from repro.data.packing import is_packed_restart
 from repro.profiles import ModelConfig
 
@@ -126,6 +131,8 @@ def forward(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch
     ``input_ids`` (which then only shape the mask)."""
     kwargs.setdefault("use_cache", False)
     mask = _attention_mask(model, input_ids, position_ids, doc_ids)
+    if mask is None:  # packed restarts: flash-attn gets the boundaries as kwargs (boundary_kwargs)
+        kwargs = {**boundary_kwargs(model, position_ids), **kwargs}
     if kwargs.get("inputs_embeds") is not None:  # the embeddings replace the lookup; the ids only shape the mask
         input_ids = None
     return model(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, **kwargs)
@@ -137,6 +144,8 @@ def forward_hidden(model: torch.nn.Module, input_ids: torch.Tensor, position_ids
     model's public ``get_decoder()`` (for :func:`repro.loss.chunked_clm_loss`)."""
     kwargs.setdefault("use_cache", False)
     mask = _attention_mask(model, input_ids, position_ids, doc_ids)
+    if mask is None:
+        kwargs = {**boundary_kwargs(model, position_ids), **kwargs}
     if kwargs.get("inputs_embeds") is not None:
         input_ids = None
     return model.get_decoder()(input_ids=input_ids, position_ids=position_ids, attention_mask=mask,

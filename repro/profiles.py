@@ -420,6 +420,59 @@ class CDTConfig:
     """Held-out documents (cut at the target) for LongPPL and PPL."""
 
 
+PL_SOURCES: tuple[tuple[str, str], ...] = (("code", "corpus:code"), ("books", "corpus:books"),
+                                           ("short", "corpus:short"))
+PL_MIX: tuple[tuple[str, float], ...] = (("code", 0.3), ("books", 0.3), ("short", 0.4))
+PL_ARM_NAMES: tuple[str, ...] = ("prolong", "pl_long0", "pl_long20", "pl_long40", "pl_long80", "pl_long100",
+                                 "pl_nomask", "pl_rope_orig", "pl_rope_ntk", "pl_rope_ntk4", "pl_train2x")
+
+
+@dataclass(frozen=True)
+class ProLongConfig:
+    """ProLong (§3-§6, App. A.3, B): the data recipe, its ablations and the training-efficiency stack.
+
+    Every ProLong arm continues the same base at the target for ``extend.steps`` steps of ``extend.batch_size`` rows
+    (``extend``'s lr, schedule and precision). A ``task_share`` of the rows are the testbed's task rows (the base
+    keeps the tasks the evaluation measures; ProLong itself has none); the rest come from ``sources`` in the
+    proportions of ``mix`` (:mod:`repro.data.mixing`), with document masks and the RoPE base of the recipe. The
+    ablation arms (:data:`repro.methods.arms.PL_ARMS`) change one thing each."""
+
+    sources: tuple[tuple[str, str], ...] = PL_SOURCES
+    """Stream name -> source spec (:mod:`repro.data.long_sources`: ``corpus:code|books|short`` from the testbed
+    corpus, ``folder:<path>``, ``hf_disk:<path>``)."""
+    long_streams: tuple[str, ...] = ("code", "books")
+    """Streams of long data: they read only documents of at least the long threshold; the others only shorter ones."""
+    mix: tuple[tuple[str, float], ...] = PL_MIX
+    """Stream name -> share of the non-task rows (ProLong: code repos 30%, books 30%, ShortMix 40%). A long-share
+    ablation arm keeps the ratio among the long streams and gives the rest to the short ones."""
+    long_threshold: int = 0
+    """Tokens from which a document is long (0: the target window; the paper counts documents of 64K and more)."""
+    task_share: float = 0.5
+    """Share of the rows that are the testbed's retrieval rows (``extend.train_tasks``, training key pool)."""
+    doc_masks: bool = True
+    """Document masks in attention (positions restart per document; ProLong B.2)."""
+    rope_ntk_multiple: float = 2.0
+    """The recipe's RoPE base as a multiple of the dynamic-NTK suggestion ``theta * t^(d/(d-2))`` (t = target /
+    base window, d = head dimension). ProLong found 2x best (8e6 against NTK's 4e6 at 64K)."""
+    arms: tuple[str, ...] = PL_ARM_NAMES
+    """ProLong arms trained (``prolong`` is the recipe; the others are its ablations)."""
+    replicate_arms: tuple[str, ...] = ("prolong",)
+    """Arms also trained with extra training seeds (``extend.seed_replicates`` in all): their spread is the noise
+    the ablations' gaps are read against."""
+    train_length_factor: int = 2
+    """PL-Tab7: the long-training arm trains at this multiple of the target (the same tokens per step: fewer
+    rows), evaluated at the target."""
+    heldout_docs: int = 16
+    """Held-out long documents (stdlib test modules, cut at the target) for PL-Fig1's long-document perplexity
+    (loss on each window's second half, as the paper scores the last 32K tokens of 64K documents)."""
+    eval_samples: int = 16
+    """Prompts per task and depth of the ablations' evaluation at the target."""
+    throughput_steps: int = 4
+    """PL-Tab15: timed steps per arm (interleaved rounds)."""
+    throughput_workers: tuple[int, ...] = (2, 4, 8)
+    """PL-Tab15: data-parallel worker counts of the reordering simulator."""
+
+
 @dataclass(frozen=True)
 class Profile:
     """Everything a run needs; the name keys run directories and the figures index."""
@@ -444,14 +497,16 @@ class Profile:
     """RoPE-perturbed self-distillation arms, ablations and their evaluation."""
     cdt: CDTConfig = field(default_factory=CDTConfig)
     """Context Denoising Training arms, its analysis model and analyses."""
+    prolong: ProLongConfig = field(default_factory=ProLongConfig)
+    """ProLong's data recipe, its ablations and the training-efficiency stack."""
 
     def override(self, **sections: dict[str, Any]) -> "Profile":
         """A copy with fields replaced, e.g. ``p.override(extend={"steps": 10})``."""
         out = self
         for sec, values in sections.items():
             if sec not in {f.name for f in dataclasses.fields(self)} or sec == "name":
-                raise ValueError(f"unknown profile section {sec!r}; "
-                                 "allowed: corpus, tokenizer, model, base, extend, eval, longrecipe, selfdistill, cdt")
+                allowed = [f.name for f in dataclasses.fields(self) if f.name != "name"]
+                raise ValueError(f"unknown profile section {sec!r}; allowed: {', '.join(allowed)}")
             cur = getattr(out, sec)
             names = {f.name for f in dataclasses.fields(cur)}
             bad = set(values) - names
@@ -637,11 +692,40 @@ def validate(p: Profile) -> Profile:
         raise ValueError(f"cdt.task_lr={cd.task_lr}, lr_sweep={cd.lr_sweep}, mem_lengths={cd.mem_lengths}, "
                          f"mem_cap_gib={cd.mem_cap_gib}; allowed: 0 < task_lr <= 1, learning rates > 0, lengths >= 16, "
                          "cap > 0")
+    _validate_prolong(p)
     if e.target_window not in ev.lengths:
         raise ValueError(f"extend.target_window={e.target_window} must be one of eval.lengths={ev.lengths}")
     if ev.samples < 1 or ev.batch_size < 1:
         raise ValueError(f"eval.samples={ev.samples}, eval.batch_size={ev.batch_size}; allowed: >= 1")
     return p
+
+
+def _validate_prolong(p: Profile) -> None:
+    pl = p.prolong
+    names = [n for n, _ in pl.sources]
+    if len(set(names)) != len(names) or not names:
+        raise ValueError(f"prolong.sources={pl.sources}; allowed: one (name, spec) pair per stream, names unique")
+    if bad := sorted(set(pl.long_streams) - set(names)):
+        raise ValueError(f"prolong.long_streams names unknown stream(s) {bad}; allowed: {', '.join(names)}")
+    mix = dict(pl.mix)
+    if sorted(mix) != sorted(names) or any(not 0 <= v <= 1 for v in mix.values()) \
+            or abs(sum(mix.values()) - 1) > 1e-6:
+        raise ValueError(f"prolong.mix={pl.mix}; allowed: a share in [0, 1] for each of {names}, summing to 1")
+    _range(pl.task_share, 0.0, 0.95, "prolong.task_share")
+    _range(pl.long_threshold, 0, 10**9, "prolong.long_threshold")
+    _range(pl.rope_ntk_multiple, 0.0, 1e4, "prolong.rope_ntk_multiple")
+    _range(pl.train_length_factor, 1, 64, "prolong.train_length_factor")
+    for name in ("heldout_docs", "eval_samples", "throughput_steps"):
+        _range(getattr(pl, name), 1, 10**6, f"prolong.{name}")
+    if bad := sorted(set(pl.arms) - set(PL_ARM_NAMES)):
+        raise ValueError(f"prolong.arms names unknown arm(s) {bad}; allowed: {', '.join(PL_ARM_NAMES)}")
+    if bad := sorted(set(pl.replicate_arms) - set(pl.arms)):
+        raise ValueError(f"prolong.replicate_arms={pl.replicate_arms}; allowed: arms of prolong.arms")
+    if p.extend.batch_size % pl.train_length_factor:
+        raise ValueError(f"extend.batch_size={p.extend.batch_size} is not divisible by prolong.train_length_factor="
+                         f"{pl.train_length_factor}; allowed: a factor dividing the batch (same tokens per step)")
+    if any(w < 1 for w in pl.throughput_workers):
+        raise ValueError(f"prolong.throughput_workers={pl.throughput_workers}; allowed: counts >= 1")
 
 
 def get_profile(name: str) -> Profile:

@@ -6,14 +6,14 @@
 shuffled; one row per micro-batch, as ProLong's one 64K sequence per device):
 
 1. **fit**: seconds of forward + backward of the tiny Llama on probe micro-batches of varied document structure
-   and length, with per-document attention (:mod:`repro.bench.doc_attention`: CPU attention on packed rows is a
-   dense ``T^2`` mask, so the fit is of a hypothetical varlen kernel made of one sdpa call per document), fitted
+   and length, with document-masked attention that computes each document alone (``sdpa_varlen``,
+   :mod:`repro.attention.doc_masked`: sdpa on packed rows would compute the dense ``T^2`` mask's blocks), fitted
    to ``a + b * sum(len^2) + c * tokens`` (:func:`repro.bench.reorder_sim.fit_cost_model`);
 2. **simulated**: step time on k = 2, 4, 8 workers, unsorted against sorted (and ProLong's per-worker sort), under
    two cost models: the fitted CPU one and ``paper_like`` (attention half of a one-document row's time, as an 8B
    model at 64K; :meth:`~repro.bench.reorder_sim.CostModel.attention_share`);
 3. **distributed**: 2 processes (gloo), each running its dealt micro-batches of a step for real (forward +
-   backward with per-document attention, ``work="compute"``; or a sleep of the fitted cost, ``work="sleep"``) and
+   backward with ``sdpa_varlen``, ``work="compute"``; or a sleep of the fitted cost, ``work="sleep"``) and
    all-reducing its gradients after each accumulation round; wall seconds per step of every order, the orders
    interleaved in the same processes (:mod:`repro.bench.reorder_dist`, which says what each work can show), with
    ratios to ``unsorted`` and the cost model's prediction.
@@ -40,13 +40,16 @@ MODEL = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_l
 """The benchmark's tiny Llama (random weights, float32)."""
 
 
-def tiny_model(seed: int = 0, max_positions: int = 8192, **overrides):
-    """The benchmark's Llama (:data:`MODEL` with ``overrides``), in training mode."""
+def tiny_model(seed: int = 0, max_positions: int = 8192, attn_implementation: str = "sdpa_varlen", **overrides):
+    """The benchmark's Llama (:data:`MODEL` with ``overrides``), in training mode, with ``attn_implementation``
+    (default ``sdpa_varlen``: each packed document's attention alone, :mod:`repro.attention.doc_masked`)."""
     from transformers import LlamaConfig, LlamaForCausalLM
+
+    from repro.accel import check_attn_implementation
 
     torch.manual_seed(seed)
     cfg = LlamaConfig(**{**MODEL, **overrides}, max_position_embeddings=max_positions, use_cache=False,
-                      attn_implementation="sdpa")
+                      attn_implementation=check_attn_implementation(attn_implementation))
     return LlamaForCausalLM(cfg).train()
 
 
@@ -122,18 +125,16 @@ def _torch(batch: Mapping) -> dict[str, torch.Tensor]:
 
 
 def train_pass(model, batch: Mapping) -> None:
-    """Forward + backward of the weighted CLM loss on ``batch`` with per-document attention (gradients accumulate
-    into ``model``'s ``.grad``)."""
-    from repro.bench.doc_attention import per_document_attention
+    """Forward + backward of the weighted CLM loss on ``batch`` with the model's own attention (gradients accumulate
+    into ``model``'s ``.grad``): the rows' restarting ``position_ids`` mark the documents, so with
+    :func:`tiny_model`'s ``sdpa_varlen`` each document's attention is computed alone."""
     from repro.loss import chunked_clm_loss
+    from repro.models import forward_hidden
 
     b = _torch(batch)
-    with per_document_attention(model, b):
-        hidden = model.get_decoder()(input_ids=b["input_ids"], position_ids=b["position_ids"], attention_mask=None,
-                                     use_cache=False).last_hidden_state
-        loss = chunked_clm_loss(hidden, model.get_output_embeddings().weight, b["input_ids"],
-                                b["weights"].float())
-        loss.backward()
+    hidden = forward_hidden(model, b["input_ids"], b["position_ids"], b.get("doc_ids"))
+    loss = chunked_clm_loss(hidden, model.get_output_embeddings().weight, b["input_ids"], b["weights"].float())
+    loss.backward()
 
 
 def measure_costs(model, batches: Sequence[Mapping], repeats: int = 3, warmup: int = 1) -> list[float]:

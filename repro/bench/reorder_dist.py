@@ -3,7 +3,7 @@ machine) run each step's dealt micro-batches under every order and time it.
 
 Each process gets, per step and order, its micro-batches (:func:`repro.bench.reorder_sim.deal`); in accumulation
 round ``r`` it runs its ``r``-th one, then all-reduces (as FSDP's per-micro-batch gradient reduction): with
-``work="compute"`` a real forward + backward of the benchmark's tiny Llama with per-document attention
+``work="compute"`` a real forward + backward of the benchmark's tiny Llama with ``sdpa_varlen``
 (:func:`repro.bench.reorder.train_pass`) and the all-reduce of its flattened gradients; with ``work="sleep"`` a
 sleep of the micro-batch's modelled cost (:class:`~repro.bench.reorder_sim.CostModel`) and the all-reduce of a small
 buffer (a clean check of the model where real compute on shared cores is too noisy). The wall time of a step runs
@@ -13,7 +13,7 @@ step, then the next step; the orders' sequence reversed every repeat).
 What each work measures: ``sleep`` stands for workers on dedicated devices (a worker waiting for the slowest one
 loses its time). With ``compute`` on CPU cores shared by the workers (and by other jobs), a waiting worker's core
 serves the others, so the total CPU work, not the slowest worker, sets the step time and ordering gains little
-(measured: ratios 0.95-1.0 on 2 loaded cores where the model predicts 0.87-0.91).
+(measured: ratios 0.95-1.0 on 2 loaded cores where the model predicts 0.84-0.91).
 """
 
 from __future__ import annotations

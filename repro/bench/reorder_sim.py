@@ -7,7 +7,12 @@ over the accumulation sequence: worker ``w`` gets micro-batches ``w, w + k, w + 
 gradient), so a round lasts as long as its slowest micro-batch and the step ``sum_r max_w cost``. A worker with no
 micro-batch left in the last round costs 0. The cost of a micro-batch is :class:`CostModel`'s
 ``a + b * sum(len^2) + c * tokens``: a fixed part, attention with a variable-length kernel (quadratic per document)
-and the linear layers (per token, padding included).
+and the linear layers (per token, padding included). ``sum(len^2)`` leaves padding out, as the sort key does
+(:func:`repro.data.balance.sum_sq_lengths`); the kernel the costs are fitted with, ``sdpa_varlen``
+(:mod:`repro.attention.doc_masked`), computes a row's padding tail as one more document (as flash-attn's varlen
+does with boundaries read from restarting positions), so a padded row costs ``b * pad^2`` more than modelled. The
+fit's probe rows have no padding; in :func:`repro.bench.reorder.realistic_steps` (rows of 2048, seed 0) the tails
+add 4% to the steps' total ``sum(len^2)`` (2% in the median padded row), which the model leaves out.
 
 Orders (:data:`ORDERS`): ``unsorted`` (the data's order), ``sorted`` (the whole step sorted by ``-sum(len^2)``,
 then dealt: the round-robin deal of the brief's model) and ``sorted_per_worker`` (dealt first, then each worker
@@ -33,7 +38,8 @@ ORDERS: tuple[str, ...] = ("unsorted", "sorted", "sorted_per_worker")
 
 @dataclass(frozen=True)
 class CostModel:
-    """Seconds of one micro-batch's forward + backward: ``a + b * sum_sq + c * tokens``."""
+    """Seconds of one micro-batch's forward + backward: ``a + b * sum_sq + c * tokens`` (``sum_sq`` without
+    padding: the module docstring says what ``sdpa_varlen``'s padding document adds)."""
 
     a: float = 0.0
     """Fixed seconds per micro-batch (launches, the optimizer's share, synchronisation)."""

@@ -7,7 +7,10 @@ far more than a row of a hundred short ones. ProLong sorts the micro-batches of 
 accumulation round and wait less for the slowest one (:mod:`repro.bench.reorder_sim`). The order changes no
 gradient (the accumulated gradient is a sum).
 
-Documents are the runs of equal ``doc_ids`` in a row (the whole row without ``doc_ids``); padding is no document.
+Documents are the runs of equal ``doc_ids`` in a row (:func:`repro.attention.spans.doc_spans`; the whole row without
+``doc_ids``); padding is no document here, as in ProLong's key (the lengths of the packed sequences), although
+``sdpa_varlen`` (:mod:`repro.attention.doc_masked`) computes a row's padding tail as one more document
+(:class:`repro.bench.reorder_sim.CostModel` says what that leaves out of the modelled cost).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from repro.attention.spans import doc_spans
 
 
 def as_numpy(x) -> np.ndarray:
@@ -32,15 +37,12 @@ def padding_mask(batch: Mapping, pad_id: int | None = None) -> np.ndarray:
         return ids == pad_id
     zero = as_numpy(batch["weights"]) == 0
     pad = np.zeros(ids.shape, dtype=bool)
-    docs = as_numpy(batch["doc_ids"]) if "doc_ids" in batch else None
-    for r in range(ids.shape[0]):
-        if docs is not None:
-            rev = (docs[r] == docs[r, -1])[::-1]
-            run = len(rev) if rev.all() else int(np.argmax(~rev))
-            tail = slice(len(rev) - run, None)
-            if zero[r, tail].all():
-                pad[r, tail] = True
-        else:
+    if "doc_ids" in batch:
+        for r, row in enumerate(doc_spans(doc_ids=as_numpy(batch["doc_ids"]))):
+            start = row[-1][0]
+            pad[r, start:] = zero[r, start:].all()
+    else:
+        for r in range(ids.shape[0]):
             nz = np.flatnonzero(~zero[r])
             pad[r, (nz[-1] + 1 if len(nz) else 0):] = True
     return pad
@@ -49,17 +51,12 @@ def padding_mask(batch: Mapping, pad_id: int | None = None) -> np.ndarray:
 def document_lengths(doc_ids: np.ndarray | None, padding: np.ndarray) -> list[np.ndarray]:
     """Per row, the lengths of its documents: runs of equal consecutive ``doc_ids`` (the whole row when None),
     padding tokens (``padding``, (rows, T) bool) not counted."""
-    padding = as_numpy(padding)
-    rows, T = padding.shape
+    keep = ~as_numpy(padding)
+    if doc_ids is None:
+        return [np.array([int(k.sum())] if k.any() else [], dtype=np.int64) for k in keep]
     out = []
-    for r in range(rows):
-        keep = ~padding[r]
-        if doc_ids is None:
-            out.append(np.array([int(keep.sum())] if keep.any() else [], dtype=np.int64))
-            continue
-        d = as_numpy(doc_ids)[r]
-        starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
-        lengths = np.add.reduceat(keep.astype(np.int64), starts)
+    for k, row in zip(keep, doc_spans(doc_ids=as_numpy(doc_ids))):
+        lengths = np.array([int(k[s:e].sum()) for s, e in row], dtype=np.int64)
         out.append(lengths[lengths > 0])
     return out
 

@@ -11,6 +11,8 @@
   it): short-window losses, the clipped weights and the weighted CLM step, for a method's ``loss`` hook;
 - :mod:`repro.methods.cdt`: Context Denoising Training: embedding-gradient detection of noise tokens (Eq. 2),
   their denoised embeddings (Eq. 3) and the CE on them (Eq. 4), online every step;
+- :mod:`repro.methods.prolong`: ProLong's rows: a mixture of named streams (code repositories, books, ShortMix,
+  task rows) packed with or without document masks;
 - :mod:`repro.methods.arms`: the names of the trained arms (``pose``, ``longrecipe_r20``,
   ``flt+replay``, ...) and the one parser for them.
 
@@ -22,7 +24,7 @@ A new method is one module here that decorates its factory with
 from repro.methods.registry import METHODS, get_method, register_method
 
 # Importing the method modules registers their factories.
-from repro.methods import base, cdt, extension, selfdistill  # noqa: E402,F401  isort: skip
+from repro.methods import base, cdt, extension, prolong, selfdistill  # noqa: E402,F401  isort: skip
 from repro.methods.arms import EXTENSION_METHODS, ArmName, extension_spec, parse_arm, ratio_arm  # noqa: E402
 from repro.methods.base import BaseCurriculum  # noqa: E402
 from repro.methods.extension import Extension, ExtensionSpec  # noqa: E402

@@ -5,8 +5,8 @@ An arm name is ``<extension arm>[+<stage>][@seed<k>]``:
 - the extension arm is a key of :data:`EXTENSION_METHODS` (``flt``, ``pose``, ``rpes``,
   ``longrecipe``, ``longrecipe_wo_t``, ``longrecipe_random_t``) or ``longrecipe_r<percent>``
   (LongRecipe at that token ratio, Table 4), a self-distillation arm of :data:`RP_ARMS` (``rp_skip``,
-  ``rp_standard``, ...; no replay or merge stage), a CDT arm of :data:`CD_ARMS` (``cdt``; neither), or ``base``
-  (the base model itself);
+  ``rp_standard``, ...; no replay or merge stage), a CDT arm of :data:`CD_ARMS` (``cdt``; neither), a ProLong
+  arm of :data:`PL_ARMS` (``prolong``, ``pl_long0``, ...; neither), or ``base`` (the base model itself);
 - the stage suffix is ``+replay`` (LongRecipe §4.3 pretraining-data replay) or ``+merge``
   (the replayed model merged with the base, Eq. 8);
 - the training-seed suffix ``@seed<k>`` (``k >= 1``) names the k-th extra training run of the same
@@ -87,6 +87,41 @@ RoPE base, precision and schedule) with the objective of :mod:`repro.methods.cdt
 ``cdt.threshold``); CD-Tab2's CE and LongCE are ``rp_standard`` and ``rp_longce``."""
 
 
+@dataclass(frozen=True)
+class PLArm:
+    """A ProLong arm: the recipe (``prolong.*`` settings) with at most one thing changed."""
+
+    paper: str
+    """The paper's row or point."""
+    long_share: float | None = None
+    """Share of long data among the non-task rows (None: the recipe's ``prolong.mix``)."""
+    doc_masks: bool | None = None
+    """Document masks (None: ``prolong.doc_masks``)."""
+    rope: str | float = "recipe"
+    """RoPE base at the target: ``recipe`` (``prolong.rope_ntk_multiple`` x the dynamic-NTK value), ``orig`` (the
+    base model's own), or a multiple of the dynamic-NTK value."""
+    length_factor: int = 1
+    """Training length as a multiple of the target (>1: ``prolong.train_length_factor``'s arm)."""
+
+
+PL_ARMS: dict[str, PLArm] = {
+    "prolong": PLArm("ProLong recipe (60% long: code 30 + books 30; ShortMix 40; masks; RoPE 2x NTK)"),
+    **{f"pl_long{pct}": PLArm(f"{pct}% long", long_share=pct / 100) for pct in (0, 20, 40, 80, 100)},
+    "pl_nomask": PLArm("w/o document masks", doc_masks=False),
+    "pl_rope_orig": PLArm("RoPE base of the base model", rope="orig"),
+    "pl_rope_ntk": PLArm("RoPE base = dynamic-NTK value", rope=1.0),
+    "pl_rope_ntk4": PLArm("RoPE base = 4x dynamic-NTK value", rope=4.0),
+    "pl_train2x": PLArm("trained at 2x the target", length_factor=2),
+}
+"""ProLong's recipe and its ablations (PL-Fig1/3: long share; PL-Tab20: masks; PL-Tab18: RoPE base; PL-Tab7:
+training length), all from the same base with ``extend``'s steps and optimisation (:mod:`repro.stages.prolong`)."""
+
+
+def pl_arm(name: str) -> PLArm | None:
+    """The :class:`PLArm` of a ProLong arm name (replicate suffix allowed), else None."""
+    return PL_ARMS.get(split_seed(name)[0])
+
+
 def cd_arm(name: str) -> str | None:
     """The paper row of a CDT arm name (replicate suffix allowed), else None."""
     return CD_ARMS.get(split_seed(name)[0])
@@ -101,9 +136,9 @@ def extension_family(name: str) -> bool:
     """True for an arm of the LongRecipe comparison (FLT, PoSE, RPES, LongRecipe and its variants, their
     ``+replay``/``+merge`` stages and replicates), trained by the extension stage with an
     :class:`ExtensionSpec`; False for the self-distillation (``rp_*``) and CDT arms, which train as
-    ``rp_standard`` with their own objectives."""
+    ``rp_standard`` with their own objectives, and for ProLong's arms (their own data recipe)."""
     arm = name.split("+")[0]
-    return rp_arm(arm) is None and cd_arm(arm) is None
+    return rp_arm(arm) is None and cd_arm(arm) is None and pl_arm(arm) is None
 
 
 RATIO_PREFIX = "longrecipe_r"
@@ -159,6 +194,7 @@ def ratio_of(arm: str) -> int | None:
 def _unknown(name: str) -> ValueError:
     return ValueError(f"unknown arm {name!r}; allowed: {BASE}, {', '.join(EXTENSION_METHODS)}, "
                       f"{RATIO_PREFIX}<percent> (1..100), {', '.join(RP_ARMS)}, {', '.join(CD_ARMS)}, "
+                      f"{', '.join(PL_ARMS)}, "
                       "each LongRecipe-style "
                       "extension arm optionally followed by "
                       f"{' or '.join('+' + s for s in STAGES)} and then by {SEED_MARK}<k> (k >= 1)")
@@ -172,9 +208,10 @@ def parse_arm(name: str) -> ArmName:
         if plus or replicate:  # one base model: every arm's replicates extend the same base
             raise _unknown(name)
         return ArmName(BASE, "base")
-    if plus and (stage not in STAGES or arm in RP_ARMS or arm in CD_ARMS):
+    own = arm in RP_ARMS or arm in CD_ARMS or arm in PL_ARMS  # arms of a stage of their own: no replay or merge
+    if plus and (stage not in STAGES or own):
         raise _unknown(name)
-    if arm in RP_ARMS or arm in CD_ARMS:
+    if own:
         return ArmName(arm, "extend", None, replicate)
     ratio = ratio_of(arm)
     if arm not in EXTENSION_METHODS and not (ratio is not None and 1 <= ratio <= 100):

@@ -3,7 +3,8 @@
 Data flows one way: corpus + tokenizer (:mod:`~repro.stages.corpus`) -> base model
 (:mod:`~repro.stages.base`) -> extension arms (:mod:`~repro.stages.extension`) ->
 LongRecipe's analysis (:mod:`~repro.stages.analysis`), replay and merging
-(:mod:`~repro.stages.replay`), CDT's arms and task model (:mod:`~repro.stages.cdt`) -> evaluations
+(:mod:`~repro.stages.replay`), CDT's arms and task model (:mod:`~repro.stages.cdt`), ProLong's data streams and
+arms (:mod:`~repro.stages.prolong`) -> evaluations
 (:mod:`~repro.stages.evaluation`, over the
 grids of :mod:`~repro.stages.plans`) and attention-distance histograms
 (:mod:`~repro.stages.attention`). Every stage is keyed by :mod:`~repro.stages.keys`
@@ -28,6 +29,7 @@ from repro.stages.evaluation import (evaluate_base_window, evaluate_checkpoint, 
 from repro.stages.extension import (extension_arms, extension_method, extension_tokens, metrics,
                                     prepare_extension_data, train_extension)
 from repro.stages.keys import analysis_key, base_key, corpus_key, extension_key, merge_key, replay_key
+from repro.stages.prolong import arm_proportions, arm_rope_theta, build_streams, ntk_theta, train_prolong
 from repro.stages.replay import merge_replayed, replay_method, replay_steps, train_replay
 from repro.stages.schedule import evaluate_arms, replay_and_merge, train_arms
 from repro.stages.selfdistill import curve_checkpoints, rp_schedule, rp_steps, train_selfdistill
@@ -46,4 +48,5 @@ __all__ = [
     "task_checkpoints", "train_cdt", "train_task_model",  # repro.stages.cdt (CDT's arms and task model)
     "cd_attention_maps", "cd_curve", "cd_memory", "cd_scores",  # repro.stages.cdt_analysis (the IG-scores notebook)
     "longppl_scores", "run_cd_suite",  # repro.stages.evaluation (CD-Tab2)
+    "arm_proportions", "arm_rope_theta", "build_streams", "ntk_theta", "train_prolong",  # repro.stages.prolong
 ]

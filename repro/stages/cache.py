@@ -21,7 +21,8 @@ from repro.profiles import Profile, get_profile
 
 STAGE_VERSION: dict[str, int | None] = {"corpus": 1, "base": 1, "extend": 1, "eval": 1, "analysis": 1, "replay": 1,
                                         "merge": 1, "lmloss": 2, "general": None,
-                                        "attn": 1, "cdtask": 1, "cdscores": 2, "cdmem": 1, "longppl": 1}
+                                        "attn": 1, "cdtask": 1, "cdscores": 2, "cdmem": 1, "longppl": 1,
+                                        "pldata": 1}
 """Bumped when a stage's code changes what it produces (invalidates its caches). ``None``: keyed
 without a version (the general-ability cache never had one; giving it one invalidates it once)."""
 

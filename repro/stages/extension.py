@@ -29,9 +29,13 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
 
     from repro.methods.arms import rp_arm
 
-    from repro.methods.arms import cd_arm
+    from repro.methods.arms import cd_arm, pl_arm
 
     p = as_profile(profile)
+    if pl_arm(method) is not None:  # ProLong's recipe and ablations: rows from its data mixture
+        from repro.stages.prolong import train_prolong
+
+        return train_prolong(p, method, run_dir, force, progress)
     if cd_arm(method) is not None:  # CDT trains as the self-distillation comparison's Standard, its own objective
         from repro.stages.cdt import train_cdt
 
@@ -108,7 +112,8 @@ def extension_arms(profile: Profile | str, paper: str = "all") -> tuple[str, ...
     ``extend.replicate_arms`` follow with their training-seed replicates ``<arm>@seed1`` ... (``extend.seed_replicates``
     seeds in all). Self-distillation adds ``selfdistill.main_arms``, ``matched_arms`` and ``ablation_arms``, then
     the replicates of ``selfdistill.replicate_arms``. CDT adds its CE and LongCE (``cdt.compare_arms``, with their
-    replicates; trained once when self-distillation is also run) and ``cdt.arms`` with their replicates.
+    replicates; trained once when self-distillation is also run) and ``cdt.arms`` with their replicates. ProLong
+    adds ``prolong.arms`` and the replicates of ``prolong.replicate_arms``.
     """
     from repro.methods import EXTENSION_METHODS, ratio_arm
     from repro.methods.arms import SEED_MARK
@@ -132,6 +137,9 @@ def extension_arms(profile: Profile | str, paper: str = "all") -> tuple[str, ...
                                        for k in k_all)]
         arms += [a for a in compare if a not in arms]
         arms += [*cd.arms, *(f"{a}{SEED_MARK}{k}" for a in cd.replicate_arms for k in k_all)]
+    if includes(paper, "prolong"):
+        pl, k_all = p.prolong, range(1, p.extend.seed_replicates)
+        arms += [*pl.arms, *(f"{a}{SEED_MARK}{k}" for a in pl.replicate_arms for k in k_all)]
     return tuple(arms)
 
 

@@ -29,8 +29,12 @@ def _spec_key(p: Profile, method: str) -> dict:
     from repro.methods import ExtensionSpec, extension_spec
     from repro.methods.arms import rp_arm
 
-    from repro.methods.arms import cd_arm
+    from repro.methods.arms import cd_arm, pl_arm
 
+    if pl_arm(method) is not None:  # ProLong's own rows, RoPE base and length
+        from repro.stages.prolong import spec_fields
+
+        return {"pl": spec_fields(p, method)}
     if cd_arm(method) is not None:  # trained as rp_standard with the CDT objective
         from repro.stages.cdt import stage_fields
 

@@ -24,8 +24,10 @@ def _threads(workers: int) -> int:
 def _cost(p: Profile, name: str) -> float:
     """Relative training cost of an arm (tokens per step x steps x passes), to start the longest first."""
     from repro.methods import extension_spec
-    from repro.methods.arms import cd_arm, rp_arm, split_seed
+    from repro.methods.arms import cd_arm, pl_arm, rp_arm, split_seed
 
+    if pl_arm(name) is not None:  # full-length rows (a long-training arm: the same tokens)
+        return p.extend.target_window
     if cd_arm(name) is not None:  # a CE step plus a forward and an activation-only backward
         return p.extend.target_window * 1.7
     if (arm := rp_arm(name)) is not None:

@@ -1,14 +1,14 @@
-"""Reorder-Cost: the data-parallel simulator on hand-built steps (exact step times), the cost fit, per-document
-attention (the real CLM gradient), realistic packed steps, and the 2-process gloo check (sleeps: their step times
-are the simulator's; compute: a smoke run)."""
+"""Reorder-Cost: the data-parallel simulator on hand-built steps (exact step times), the cost fit, the benchmark's
+training pass with sdpa_varlen (the real CLM gradient), realistic packed steps, and the 2-process gloo check
+(sleeps: their step times are the simulator's; compute: a smoke run)."""
 
 import numpy as np
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from repro.bench.doc_attention import document_spans
-from repro.bench.reorder import markdown, realistic_steps, run, train_pass
+from repro.attention.doc_masked import SDPA_VARLEN, register
+from repro.bench.reorder import markdown, realistic_steps, run, tiny_model, train_pass
 from repro.bench.reorder_dist import run_distributed
 from repro.bench.reorder_sim import ORDERS, CostModel, deal, fit_cost_model, simulate, step_time
 from repro.data.balance import sum_sq_lengths
@@ -80,18 +80,18 @@ def _model():
                                         use_cache=False, attn_implementation="sdpa")).double()
 
 
-def test_per_document_attention_gives_the_clm_gradient_in_float64():
+def test_train_pass_with_sdpa_varlen_gives_the_dense_doc_masked_gradient_in_float64():
     rng = np.random.default_rng(0)
     rows = pack_rows([lm_segment(rng.integers(3, 64, n)) for n in (5, 9, 3, 12, 16, 4)], 16, 0)
-    assert document_spans(rows) == [[(0, 5), (5, 14)], [(0, 3), (3, 15)], [(0, 16)], [(0, 4)]]
     model = _model()
     b = {k: torch.as_tensor(v) for k, v in rows.items()}
     b["weights"] = b["weights"].double()
-    clm_step(model, b, bf16=False)[0].backward()  # the dense doc-masked path
+    clm_step(model, b, bf16=False)[0].backward()  # sdpa: the dense block-diagonal mask
     ref = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad(set_to_none=True)
-    train_pass(model, rows)
-    assert model.config._attn_implementation == "sdpa"
+    assert tiny_model(max_positions=16).config._attn_implementation == SDPA_VARLEN  # the benchmark's attention
+    model.set_attn_implementation(register())
+    train_pass(model, rows)  # each document (the padding tails too) alone
     for n, p in model.named_parameters():
         assert torch.allclose(p.grad, ref[n], rtol=1e-12, atol=1e-12), n
 

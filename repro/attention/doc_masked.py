@@ -1,0 +1,227 @@
+"""Document-masked attention that only computes each document's own block (ProLong App. A.3, Table 15).
+
+With packed rows (:mod:`repro.data.packing`) and sdpa, transformers builds a dense (T, T) block-diagonal causal
+mask and the kernel computes every masked-out block only to discard it. ProLong trains with flash-attn's
+variable-length kernel, which attends within each document alone. This module is that kernel's CPU stand-in,
+plugged in through transformers' public registries only (no transformers code is patched):
+
+* :data:`SDPA_VARLEN` (``"sdpa_varlen"``) in ``AttentionInterface``: :func:`sdpa_varlen_attention_forward`
+  gathers the documents of the batch into a few length buckets (documents sorted by length; a bucket takes
+  documents down to :data:`BUCKET_FILL` of its longest, padded at their end) and runs one causal
+  ``scaled_dot_product_attention`` per bucket: a padded key comes after every real query of its document, so
+  causality alone keeps it out; the padded queries' outputs are dropped. Scaling, training dropout and GQA
+  (``enable_gqa`` or repeated kv heads, as transformers' sdpa path decides) are as in
+  ``sdpa_attention_forward``, and so is the output: ``((B, T, heads, head_dim), None)``.
+* The same name in ``AttentionMaskInterface``: :func:`doc_mask` returns None for packed training rows (no 2-D
+  mask, no cache), so no (T, T) mask exists at all; an all-ones 2-D mask comes back as is, an O(T) marker that
+  the row is one document (the fully causal rows of :func:`repro.models.forward`, whose position jumps are not
+  boundaries); anything else (padding, a cache) gets transformers' own sdpa mask and the dense sdpa path.
+
+How the boundaries reach the attention function: transformers 5.23 passes ``position_ids`` from ``model(...)``
+down to every attention call (``LlamaDecoderLayer`` forwards them in its kwargs), so the restarts at 0 that
+packing writes are enough: :func:`repro.models.forward` needs no change for this implementation. Explicit
+``cu_seq_lens_q/k`` and ``max_length_q/k`` passed to ``model(...)`` (flash-attn varlen's public kwargs,
+:func:`repro.attention.spans.varlen_kwargs`) take precedence, over the rows laid end to end.
+
+On GPUs the same masking is ``flash_attention_2`` (:func:`doc_masked_implementation`); transformers reads
+packing from ``position_ids`` there only for batch 1, so :func:`boundary_kwargs` gives
+:func:`repro.models.forward` the ``cu_seq_lens`` kwargs for any batch.
+
+PyTorch flex attention with a document block mask (``torch.nn.attention.flex_attention``, compiled, torch 2.13
+CPU) is not offered: it refuses the backward on CPU (``NotImplementedError: FlexAttention does not support
+backward on CPU``), so it cannot train; forward only, 4 heads of 32, one thread, rows of documents of 50-400
+tokens, it took 43 ms (1024 x 8) and 47 ms (4096 x 2) against 31 and 37 ms for this function and 89 and 390 ms
+for the dense mask, after a 25 s first compilation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from repro.attention.spans import cu_seqlens, varlen_kwargs
+
+SDPA_VARLEN = "sdpa_varlen"
+"""Name of the per-document sdpa attention in transformers' attention and mask registries."""
+BUCKET_FILL = 0.8
+"""A length bucket takes documents down to this fraction of its longest one (1.0: equal lengths only; 0: one
+bucket padded to the longest document). 0.7-0.85 were the fastest forward + backward on rows of documents of
+50-400 tokens; the result does not depend on it."""
+FLASH_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3", "flash_attention_4")
+"""transformers' flash-attn implementations, which take the boundaries as ``cu_seq_lens`` kwargs."""
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Documents of similar length attended in one call."""
+
+    index: torch.Tensor
+    """(G, L) long: token index (in the rows laid end to end) of each slot; a document shorter than ``L``
+    repeats its last token in its padding slots."""
+    valid: torch.Tensor | None
+    """(G, L) bool: real slots; None when every document of the bucket has ``L`` tokens."""
+
+
+@dataclass(frozen=True)
+class VarlenPlan:
+    """How :func:`varlen_sdpa` gathers the documents and puts the outputs back."""
+
+    buckets: tuple[Bucket, ...]
+    """Length buckets, longest documents first."""
+    inverse: torch.Tensor
+    """(N,) long: where each token's output lies in the buckets' real slots concatenated."""
+
+
+def varlen_plan(cu: torch.Tensor, fill: float = BUCKET_FILL) -> VarlenPlan:
+    """The buckets of the documents ``[cu[i], cu[i+1])`` (int cumulative lengths, 0 first, every length >= 1)."""
+    if not 0.0 <= fill <= 1.0:
+        raise ValueError(f"fill={fill!r}; allowed: 0 <= fill <= 1")
+    bounds = cu.tolist()
+    if len(bounds) < 2 or bounds[0] != 0 or any(b <= a for a, b in zip(bounds, bounds[1:])):
+        raise ValueError(f"cu_seqlens {bounds[:8]}{'...' if len(bounds) > 8 else ''}; allowed: 0 first, then "
+                         "strictly increasing (every document has at least one token)")
+    starts, lens = bounds[:-1], [b - a for a, b in zip(bounds, bounds[1:])]
+    order = sorted(range(len(lens)), key=lambda i: -lens[i])
+    groups: list[list[int]] = []
+    for i in order:
+        if not groups or lens[i] < fill * lens[groups[-1][0]]:
+            groups.append([])
+        groups[-1].append(i)
+    buckets, dests = [], []
+    for g in groups:
+        st = torch.tensor([starts[i] for i in g])
+        ln = torch.tensor([lens[i] for i in g])
+        slot = torch.arange(int(ln[0]))
+        index = st[:, None] + torch.minimum(slot[None], ln[:, None] - 1)
+        valid = slot[None] < ln[:, None]
+        full = bool(valid.all())
+        buckets.append(Bucket(index.to(cu.device), None if full else valid.to(cu.device)))
+        dests.append(index.flatten() if full else index[valid])
+    return VarlenPlan(tuple(buckets), torch.argsort(torch.cat(dests)).to(cu.device))
+
+
+def varlen_sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu: torch.Tensor,
+                dropout: float = 0.0, scaling: float | None = None, enable_gqa: bool = False,
+                fill: float = BUCKET_FILL) -> torch.Tensor:
+    """Causal attention within each document ``[cu[i], cu[i+1])`` of the rows laid end to end. ``query``
+    (B, H, T, D), ``key``/``value`` (B, H_kv, T, D) with ``H_kv == H`` unless ``enable_gqa``; returns
+    (B, T, H, D), contiguous."""
+    B, H, T, D = query.shape
+    if int(cu[-1]) != B * T:
+        raise ValueError(f"cu_seqlens ends at {int(cu[-1])}; allowed: B * T = {B * T} (the rows laid end to end)")
+    plan = varlen_plan(cu, fill)
+
+    def tokens(x: torch.Tensor) -> torch.Tensor:  # (B, h, T, d) -> (B * T, h, d)
+        return x.transpose(1, 2).reshape(B * T, x.shape[1], x.shape[-1])
+
+    q, k, v = tokens(query), tokens(key), tokens(value)
+    outs = []
+    for b in plan.buckets:
+        o = F.scaled_dot_product_attention(q[b.index].transpose(1, 2), k[b.index].transpose(1, 2),
+                                           v[b.index].transpose(1, 2), dropout_p=dropout, is_causal=True,
+                                           scale=scaling, enable_gqa=enable_gqa).transpose(1, 2)
+        outs.append(o.reshape(-1, H, o.shape[-1]) if b.valid is None else o[b.valid])
+    return torch.cat(outs)[plan.inverse].view(B, T, H, -1)
+
+
+def _boundaries(position_ids: torch.Tensor | None, B: int, T: int, kwargs: dict) -> torch.Tensor | None:
+    cu_q, cu_k = kwargs.get("cu_seq_lens_q"), kwargs.get("cu_seq_lens_k")
+    if cu_q is not None or cu_k is not None:
+        if cu_q is None or (cu_k is not None and not torch.equal(cu_q, cu_k)):
+            raise ValueError(f"{SDPA_VARLEN} is self-attention: cu_seq_lens_k must equal cu_seq_lens_q (or be "
+                             "left out); got " + ("no cu_seq_lens_q" if cu_q is None else "different tensors"))
+        return cu_q
+    if position_ids is None:
+        return None
+    return cu_seqlens(position_ids.expand(B, T))
+
+
+def sdpa_varlen_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
+                                  value: torch.Tensor, attention_mask: torch.Tensor | None, dropout: float = 0.0,
+                                  scaling: float | None = None, is_causal: bool | None = None,
+                                  **kwargs) -> tuple[torch.Tensor, None]:
+    """transformers' attention-function signature. With no mask (:func:`doc_mask`'s answer for packed rows) and
+    ``q_len == kv_len > 1``, causal attention within each document, the boundaries from ``cu_seq_lens_q/k`` or
+    the restarts of ``position_ids``; otherwise (a 4-D mask, the 2-D one-document marker, a cache) exactly
+    transformers' ``sdpa_attention_forward``."""
+    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward, use_gqa_in_sdpa
+
+    def dense(mask):
+        return sdpa_attention_forward(module, query, key, value, mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
+
+    if attention_mask is not None:
+        return dense(attention_mask if attention_mask.ndim == 4 else None)
+    B, _, T, _ = query.shape
+    if T == 1 or key.shape[2] != T:
+        return dense(None)
+    if not (is_causal if is_causal is not None else getattr(module, "is_causal", True)):
+        raise ValueError(f"attn_implementation={SDPA_VARLEN!r} computes causal attention only; got is_causal=False "
+                         f"in {type(module).__name__} (allowed: a causal decoder, or sdpa)")
+    if kwargs.get("softcap") is not None:
+        raise ValueError(f"attn_implementation={SDPA_VARLEN!r} does not support softcap; use eager")
+    cu = _boundaries(kwargs.get("position_ids"), B, T, kwargs)
+    if cu is None or torch.equal(cu.cpu(), torch.arange(0, B * T + 1, T, dtype=cu.dtype)):
+        return dense(None)  # one document per row: plain causal sdpa
+    groups = getattr(module, "num_key_value_groups", 1)
+    gqa = groups > 1 and use_gqa_in_sdpa(None, key, value)
+    if groups > 1 and not gqa:
+        key, value = repeat_kv(key, groups), repeat_kv(value, groups)
+    return varlen_sdpa(query, key, value, cu, dropout, scaling, gqa), None
+
+
+def doc_mask(batch_size: int, q_length: int, kv_length: int, q_offset: int = 0, kv_offset: int = 0,
+             attention_mask: torch.Tensor | None = None, **kwargs):
+    """The mask function of :data:`SDPA_VARLEN` (transformers' mask-interface signature): None for packed
+    training rows (no 2-D mask, no cache: the attention reads the boundaries itself); an all-ones 2-D mask as
+    is, O(T), marking one document per row; otherwise transformers' ``sdpa_mask``."""
+    from transformers.masking_utils import sdpa_mask
+
+    plain = q_length == kv_length and not _nonzero(q_offset) and not _nonzero(kv_offset)
+    if plain and attention_mask is None:
+        return None
+    if plain and attention_mask.ndim == 2 and attention_mask.shape[-1] == kv_length and bool(attention_mask.all()):
+        return attention_mask
+    return sdpa_mask(batch_size=batch_size, q_length=q_length, kv_length=kv_length, q_offset=q_offset,
+                     kv_offset=kv_offset, attention_mask=attention_mask, **kwargs)
+
+
+def _nonzero(x) -> bool:
+    return bool(x != 0) if x is not None else False
+
+
+def register() -> str:
+    """Register :data:`SDPA_VARLEN` in transformers' attention and mask registries (idempotent); returns the
+    name, for ``attn_implementation=`` or ``model.set_attn_implementation``."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+
+    AttentionInterface.register(SDPA_VARLEN, sdpa_varlen_attention_forward)
+    AttentionMaskInterface.register(SDPA_VARLEN, doc_mask)
+    return SDPA_VARLEN
+
+
+def doc_masked_implementation() -> str:
+    """The attention implementation that computes each packed document alone here: ``flash_attention_2`` with
+    a CUDA GPU and flash-attn (:func:`repro.accel.flash_attn_available`), else :data:`SDPA_VARLEN`
+    (registered)."""
+    from repro.accel import flash_attn_available
+
+    return "flash_attention_2" if flash_attn_available() else register()
+
+
+def use_doc_masked_attention(model: torch.nn.Module) -> torch.nn.Module:
+    """Switch ``model`` to :func:`doc_masked_implementation` (its public ``set_attn_implementation``); returns
+    it."""
+    model.set_attn_implementation(doc_masked_implementation())
+    return model
+
+
+def boundary_kwargs(model: torch.nn.Module, position_ids: torch.Tensor) -> dict:
+    """Extra ``model(...)`` kwargs that carry packed rows' boundaries to the model's attention: flash-attn's
+    ``cu_seq_lens_q/k`` and ``max_length_q/k`` (:func:`repro.attention.spans.varlen_kwargs`) for the
+    flash implementations, which read ``position_ids`` only at batch 1; nothing for the others
+    (:data:`SDPA_VARLEN` reads ``position_ids``, sdpa and eager get transformers' mask)."""
+    name = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    return varlen_kwargs(position_ids) if name in FLASH_IMPLEMENTATIONS else {}
