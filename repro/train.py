@@ -5,7 +5,8 @@ A *method* (:class:`Method`; the built-in ones are registered in
 compute its own loss, and may keep a small state (the base curriculum's phase);
 the trainer owns optimisation, logging and checkpoints, and knows no method.
 The loss is averaged over valid (weighted) target tokens of the whole batch,
-not per sequence (ProLong A.3).
+not per sequence (ProLong A.3), also when the batch is run in micro-batches
+(gradient accumulation, :mod:`repro.accumulation`).
 
 Checkpoints (every ``checkpoint_every`` steps, written atomically) hold the
 weights (safetensors), optimizer, RNG states, the method state and the step
@@ -29,6 +30,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
+from repro.accumulation import accumulation_scales, answer_count, merge_metrics, micro_batches, target_weight
+from repro.data.balance import order_by_cost
 from repro.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_text, read_json
 from repro.loss import chunked_clm_loss, weighted_clm_loss  # noqa: F401  (re-exported)
 from repro.models import forward, forward_hidden, plain_head_weight
@@ -67,6 +70,14 @@ class TrainConfig:
     """Intermediate checkpoints kept on disk (older ones are deleted)."""
     seed: int = 0
     """Seed of torch/numpy/python RNGs."""
+    micro_batch_size: int = 0
+    """Gradient accumulation: rows per forward/backward pass. A step's batch is split into micro-batches of this
+    many rows whose gradients add up to the whole batch's (the loss stays the mean over the step's valid weighted
+    target tokens, :mod:`repro.accumulation`). 0, or at least the batch's rows: the whole batch in one pass."""
+    reorder_microbatches: bool = False
+    """With accumulation, run a step's micro-batches in descending order of sum of squared document lengths
+    (ProLong's sort, :mod:`repro.data.balance`). The update is the same up to float summation order; the gain is
+    for data-parallel workers (:mod:`repro.bench.reorder_sim`)."""
 
     @classmethod
     def from_section(cls, section: Any, max_steps: int, **overrides: Any) -> "TrainConfig":
@@ -88,6 +99,8 @@ class TrainConfig:
             raise ValueError(f"max_steps={self.max_steps}; allowed: >= 1")
         if not 0 < self.lr <= 1:
             raise ValueError(f"lr={self.lr}; allowed: 0 < lr <= 1")
+        if self.micro_batch_size < 0:
+            raise ValueError(f"micro_batch_size={self.micro_batch_size}; allowed: 0 (no accumulation) or >= 1 rows")
 
 
 def cosine_decay(t: float, floor: float) -> float:
@@ -145,7 +158,16 @@ class MethodHooks(Protocol):
     def loss(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
         """The training objective of one batch: ``(scalar loss, metrics with a "loss" entry)`` (default:
         :func:`clm_step`, the weighted CLM loss). Objectives that are not plain CLM (self-distillation's
-        KL term, LongCE, CDT) define it."""
+        KL term, LongCE, CDT) define it.
+
+        With gradient accumulation (``TrainConfig.micro_batch_size``) ``batch`` is one micro-batch, and the loss,
+        taken to be a token mean over it, is scaled by the micro-batch's share of the step's valid weight (sum of
+        ``weights[:, 1:]``, :func:`repro.accumulation.accumulation_scales`). That gives the whole batch's gradient
+        when the loss is ``sum of per-token terms / sum of weights`` with terms that do not depend on other rows
+        (CLM, LongCE's official ``mean``). Otherwise the step's objective is this weighted sum of the micro-batches'
+        objectives, close to but not the whole batch's: LongCE's ``weighted_mean``, self-distillation's KL term (a
+        mean over rows), and CDT, whose embedding shift ``lr * beta * dL/dE`` comes from the micro-batch's own mean
+        loss (``W / W_i`` times the whole batch's)."""
         ...
 
     def before_step(self, step: int, lr: float) -> None:
@@ -314,6 +336,26 @@ class Trainer:
             g["lr"] = lr
         return lr
 
+    def _gradients(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Loss and backward of one step's ``batch`` (in micro-batches with ``micro_batch_size``, the gradient
+        still the whole batch's); returns the step's metrics."""
+        parts = micro_batches(batch, self.cfg.micro_batch_size)
+        if len(parts) == 1:
+            loss, metrics = self.loss_fn(self.model, batch)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            return metrics
+        if self.cfg.reorder_microbatches:
+            parts = [parts[i] for i in order_by_cost(parts)]
+        scales = accumulation_scales([target_weight(p) for p in parts])
+        self.opt.zero_grad(set_to_none=True)
+        got = []
+        for part, scale in zip(parts, scales):
+            loss, metrics = self.loss_fn(self.model, part)
+            (loss * scale).backward()
+            got.append(metrics)
+        return {**merge_metrics(got, scales, [answer_count(p) for p in parts]), "micro_batches": len(parts)}
+
     def train(self, resume: bool = True, stop_after: int | None = None) -> Path:
         threads = torch.get_num_threads()
         if self.cfg.threads:
@@ -346,9 +388,7 @@ class Trainer:
             lr = self._set_lr()
             if self.before_step is not None:
                 self.before_step(self.step, lr)
-            loss, metrics = self.loss_fn(self.model, batch)
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
+            metrics = self._gradients(batch)
             gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip or float("inf"))
             self.opt.step()
             dt = time.perf_counter() - t0
