@@ -19,6 +19,7 @@ SMOKE_FIGURES = {"TB-BaseLoss.png", "TB-ExtLoss.png", "TB-NIAH.png", "TB-NIAH.cs
 EVAL_TARGETS = ("LR-Tab1", "RP-Tab1/2", "RP-Fig1a", "CD-Tab2", "RP-Tab14", "RP-Tab15", "RP-Tab4/5")
 CD_TARGETS = ("CD-TaskB", "CD-Fig3", "CD-Fig4", "CD-Fig5", "CD-Fig7", "CD-Fig8", "CD-Fig10", "CD-Fig14", "CD-Mem",
               "CD-Cost")
+PL_TARGETS = ("PL-Tab3", "PL-Fig1", "PL-Fig3", "PL-Tab7", "PL-Tab15", "PL-Tab18", "PL-Tab20")
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +39,11 @@ def test_smoke_reproduce_writes_every_figure_and_the_index(smoke_run):
     assert SMOKE_FIGURES <= figs
     index = read_json(root / "figures" / "index.json")
     for tid in ("TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "TB-Base", "LR-Fig2", "LR-Alg1", "RP-Fig2", *EVAL_TARGETS,
-                *CD_TARGETS):
+                *CD_TARGETS, *PL_TARGETS):
         assert index[tid]["profile"] == "smoke" and index[tid]["ours"], tid
         for f in index[tid]["files"]:
             assert (root / "figures" / f).exists()
-    for tid in (*EVAL_TARGETS, *CD_TARGETS):
+    for tid in (*EVAL_TARGETS, *CD_TARGETS, *PL_TARGETS):
         assert index[tid]["agrees"] in {"yes", "no", "partly", "tie within noise", "n/a"}, tid
     tidy = root / "runs" / "smoke" / "eval" / "results-tidy.csv"
     assert tidy.exists() and "n/a (min length" in tidy.read_text()  # smoke lengths are too short for some tasks

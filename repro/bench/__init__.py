@@ -1,6 +1,6 @@
 """Benchmarks that live with the code: ``python -m repro bench`` (:mod:`repro.bench.throughput`), and CD-Mem, the
 IG scores' peak memory and time, naive against memory linear: ``python -m repro.bench.ig_memory``
-(:mod:`repro.bench.ig_memory`), DM-Cost, tokens/s of a training step with full, dense document-masked and
+(:mod:`repro.bench.ig_memory`), PL-Tab15, tokens/s of a training step with full, dense document-masked and
 per-document (``sdpa_varlen``) attention: ``python -m repro.bench.doc_attention`` (:mod:`repro.bench.doc_attention`),
-and Reorder-Cost, micro-batches sorted by sum of squared document lengths against unsorted on data-parallel
+and PL-Tab15's reordering, micro-batches sorted by sum of squared document lengths against unsorted on data-parallel
 workers, simulated and on 2 processes: ``python -m repro.bench.reorder`` (:mod:`repro.bench.reorder`)."""

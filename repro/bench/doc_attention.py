@@ -1,5 +1,6 @@
-"""DM-Cost: tokens/s of a training step on packed rows of short documents, by how attention is masked
-(ProLong App. A.3, Table 15: document masking is cheaper than full attention with a varlen kernel).
+"""Document-masked attention's cost (PL-Tab15): tokens/s of a training step on packed rows of short documents,
+by how attention is masked (ProLong App. A.3, Table 15: document masking is cheaper than full attention with a
+varlen kernel).
 
 Arms (:data:`DOC_ATTENTION_ARMS`), on the same tokens:
 
@@ -87,10 +88,6 @@ def measure_doc_attention(model: torch.nn.Module, cfg: DocAttentionConfig = DocA
     """Per row length, per arm of :data:`DOC_ATTENTION_ARMS`: ``{"seconds": [...], "seconds_per_step": median,
     "tokens_per_s", "ratio": tokens/s over full's, "loss", "batch": [B, T], "docs_per_row"}``. ``model`` is not
     changed (every arm runs on its own copy)."""
-    from repro.accel import check_attn_implementation
-    from repro.bench.interleave import interleaved_rounds
-    from repro.train import clm_step
-
     if cfg.steps < 1 or cfg.warmup < 0 or cfg.tokens_per_step < 1 or not cfg.lengths or \
             (cfg.threads is not None and cfg.threads < 1):
         raise ValueError(f"steps={cfg.steps}, warmup={cfg.warmup}, tokens_per_step={cfg.tokens_per_step}, "
@@ -98,45 +95,53 @@ def measure_doc_attention(model: torch.nn.Module, cfg: DocAttentionConfig = DocA
                          "tokens_per_step >= 1, at least one length, threads >= 1 or None")
     vocab = model.get_input_embeddings().weight.shape[0]
     rng = np.random.default_rng(cfg.seed)
+    return {length: measure_rows(model, packed_rows(length, max(cfg.tokens_per_step // length, 1), cfg.doc_lengths,
+                                                    vocab, rng),
+                                 cfg.steps, cfg.warmup, cfg.threads, progress, f"PL-Tab15 T={length}")
+            for length in cfg.lengths}
+
+
+def measure_rows(model: torch.nn.Module, packed: dict[str, torch.Tensor], steps: int = 5, warmup: int = 1,
+                 threads: int | None = 1, progress: bool = True, desc: str = "PL-Tab15") -> dict[str, dict]:
+    """The arms of :data:`DOC_ATTENTION_ARMS` on one batch of packed rows (``input_ids``, ``position_ids`` restarting
+    per document, ``doc_ids``, ``weights``), interleaved over ``warmup + steps`` rounds; per arm ``{"seconds",
+    "seconds_per_step", "tokens_per_s", "ratio" (over full's), "loss", "batch", "docs_per_row"}``."""
+    from repro.accel import check_attn_implementation
+    from repro.bench.interleave import interleaved_rounds
+    from repro.train import clm_step
+
     models = {}
     for arm, (impl, _) in DOC_ATTENTION_ARMS.items():
         m = copy.deepcopy(model).train()
         m.set_attn_implementation(check_attn_implementation(impl))
         models[arm] = m
+    batches = {arm: packed if docs else _one_document(packed) for arm, (_, docs) in DOC_ATTENTION_ARMS.items()}
     previous = torch.get_num_threads()
-    if cfg.threads is not None:
-        torch.set_num_threads(cfg.threads)
-    out: dict[int, dict[str, dict]] = {}
+    if threads is not None:
+        torch.set_num_threads(threads)
     try:
-        for length in cfg.lengths:
-            packed = packed_rows(length, max(cfg.tokens_per_step // length, 1), cfg.doc_lengths, vocab, rng)
-            batches = {arm: packed if docs else _one_document(packed)
-                       for arm, (_, docs) in DOC_ATTENTION_ARMS.items()}
+        def step(arm: str, r: int) -> tuple[float, float]:
+            m = models[arm]
+            t = time.perf_counter()
+            loss, _ = clm_step(m, batches[arm], False)
+            m.zero_grad(set_to_none=True)
+            loss.backward()
+            return time.perf_counter() - t, float(loss.detach())
 
-            def step(arm: str, r: int) -> tuple[float, float]:
-                m = models[arm]
-                t = time.perf_counter()
-                loss, _ = clm_step(m, batches[arm], False)
-                m.zero_grad(set_to_none=True)
-                loss.backward()
-                return time.perf_counter() - t, float(loss.detach())
-
-            times = interleaved_rounds(list(DOC_ATTENTION_ARMS), cfg.steps, cfg.warmup, step,
-                                       f"DM-Cost T={length}", progress)
-            B, T = packed["input_ids"].shape
-            docs = float((packed["position_ids"] == 0).sum()) / B
-            rows = {}
-            for arm, got in times.items():
-                secs = [s for s, _ in got]
-                med = statistics.median(secs)
-                rows[arm] = {"seconds": secs, "seconds_per_step": med, "tokens_per_s": B * T / med,
-                             "loss": got[-1][1], "batch": [int(B), int(T)], "docs_per_row": docs}
-            for r in rows.values():
-                r["ratio"] = r["tokens_per_s"] / rows["full"]["tokens_per_s"]
-            out[length] = rows
+        times = interleaved_rounds(list(DOC_ATTENTION_ARMS), steps, warmup, step, desc, progress)
     finally:
         torch.set_num_threads(previous)
-    return out
+    B, T = packed["input_ids"].shape
+    docs = float((packed["position_ids"] == 0).sum()) / B
+    rows = {}
+    for arm, got in times.items():
+        secs = [s for s, _ in got]
+        med = statistics.median(secs)
+        rows[arm] = {"seconds": secs, "seconds_per_step": med, "tokens_per_s": B * T / med,
+                     "loss": got[-1][1], "batch": [int(B), int(T)], "docs_per_row": docs}
+    for r in rows.values():
+        r["ratio"] = r["tokens_per_s"] / rows["full"]["tokens_per_s"]
+    return rows
 
 
 def markdown(results: dict[int, dict[str, dict]]) -> str:

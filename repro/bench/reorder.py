@@ -1,4 +1,4 @@
-"""Reorder-Cost: what sorting a step's micro-batches by sum of squared document lengths (ProLong App. A.3,
+"""PL-Tab15's reordering: what sorting a step's micro-batches by sum of squared document lengths (ProLong App. A.3,
 :mod:`repro.data.balance`) saves data-parallel workers, simulated and on two real processes.
 
 ``python -m repro.bench.reorder`` (:func:`run`) does three things on packed steps of realistic documents

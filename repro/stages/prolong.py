@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -134,8 +135,10 @@ def arm_length(p: Profile, name: str) -> tuple[int, int]:
     return p.extend.target_window * f, p.extend.batch_size // f
 
 
-def prolong_method(p: Profile, name: str, tokenizer, streams_path: Path, seed: int | None = None):
-    """The :class:`repro.methods.prolong.ProLongMix` of ProLong arm ``name`` (``seed``: ``extend.seed``)."""
+def prolong_method(p: Profile, name: str, tokenizer, streams: Path | Sequence, seed: int | None = None):
+    """The :class:`repro.methods.prolong.ProLongMix` of ProLong arm ``name`` (``seed``: ``extend.seed``) over
+    ``streams``: a :func:`build_streams` folder, or :class:`repro.data.streams.TokenStream` objects named as
+    ``prolong.sources`` (a user's own data)."""
     from repro.data.mixing import Mixture
     from repro.data.streams import TaskStream
     from repro.data.synthetic import RetrievalRows
@@ -143,7 +146,7 @@ def prolong_method(p: Profile, name: str, tokenizer, streams_path: Path, seed: i
 
     e, arm = p.extend, _arm(name)
     seed = e.seed if seed is None else seed
-    streams = load_streams(streams_path, seed)
+    streams = load_streams(Path(streams), seed) if isinstance(streams, (str, Path)) else list(streams)
     tasks = TaskStream(TASK_STREAM, RetrievalRows(tokenizer, e.train_tasks, context_weight=e.context_weight), seed)
     mixture = Mixture([*streams, tasks], arm_proportions(p, name), seed=seed)
     length, rows = arm_length(p, name)

@@ -1,4 +1,4 @@
-"""DM-Cost's benchmark: every arm timed on the same tokens in one run, the document-masked arms agree on the loss,
+"""PL-Tab15's benchmark: every arm timed on the same tokens in one run, the document-masked arms agree on the loss,
 the full arm sees one document per row."""
 
 import numpy as np

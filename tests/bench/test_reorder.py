@@ -1,4 +1,4 @@
-"""Reorder-Cost: the data-parallel simulator on hand-built steps (exact step times), the cost fit, the benchmark's
+"""PL-Tab15 reordering: the simulator on hand-built steps (exact step times), the cost fit, the benchmark's
 training pass with sdpa_varlen (the real CLM gradient), realistic packed steps, and the 2-process gloo check
 (sleeps: their step times are the simulator's; compute: a smoke run)."""
 

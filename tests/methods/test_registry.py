@@ -36,7 +36,7 @@ def test_registry_is_filled_from_repro_methods_alone_in_a_fresh_interpreter():
             "print(int(any(k == 'repro.stages' or k.startswith('repro.stages.') for k in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     names, stages_loaded = out.stdout.split()
-    assert names == "base_curriculum,cdt,extension,replay,selfdistill"
+    assert names == "base_curriculum,cdt,extension,prolong_mix,replay,selfdistill"
     assert stages_loaded == "0"  # methods know nothing of the pipeline
 
 
@@ -98,9 +98,11 @@ def test_module_level_import_graph_has_no_cycle():
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_every_arm_of_every_profile_resolves_and_yields_a_batch(profile, small_tokenizer, corpus_rows):
-    from repro.methods.arms import cd_arm, rp_arm, split_seed
+    from repro.data.streams import TokenStream
+    from repro.methods.arms import cd_arm, pl_arm, rp_arm, split_seed
     from repro.stages import extension_arms, extension_method
     from repro.stages.keys import replicate_profile
+    from repro.stages.prolong import arm_length, prolong_method
     from repro.stages.selfdistill import selfdistill_method
 
     p = PROFILES[profile]
@@ -126,6 +128,14 @@ def test_every_arm_of_every_profile_resolves_and_yields_a_batch(profile, small_t
             ref = selfdistill_method(*replicate_profile(p, name.replace("cdt", "rp_standard")), small_tokenizer,
                                      corpus_rows)
             assert np.array_equal(m.batch(0)["input_ids"], ref.batch(0)["input_ids"])
+            continue
+        if pl_arm(name) is not None:  # ProLong: rows from its streams (here the corpus rows as every stream)
+            docs = np.split(corpus_rows.tokens, corpus_rows.offsets[1:-1])
+            streams = [TokenStream(s, docs, seed=i) for i, (s, _) in enumerate(p.prolong.sources)]
+            m = prolong_method(*replicate_profile(p, name), small_tokenizer, streams)
+            b = m.batch(0)
+            L, rows = arm_length(p, name)
+            assert b["input_ids"].shape == (rows, L) and L * rows == p.extend.target_window * p.extend.batch_size
             continue
         anchors = np.arange(10, 60)  # any anchor ids: the rows must build, whatever the analysis finds
         m = extension_method(*replicate_profile(p, name), small_tokenizer, corpus_rows, anchors)
@@ -153,6 +163,12 @@ def test_every_registered_method_declares_the_protocol(small_tokenizer, corpus_r
                                       seed=0, pad_id=small_tokenizer.pad_token_id)
     built["cdt"] = get_method("cdt", name="cdt", spec=CDTSpec(), inner=built["extension"],
                               pad_id=small_tokenizer.pad_token_id)
+    from repro.data.mixing import Mixture
+    from repro.data.streams import TokenStream
+
+    docs = np.split(corpus_rows.tokens, corpus_rows.offsets[1:-1])
+    built["prolong_mix"] = get_method("prolong_mix", name="prolong", mixture=Mixture([TokenStream("code", docs)],
+                                      {"code": 1.0}), length=256, batch_size=2, pad_id=small_tokenizer.pad_token_id)
     assert set(built) == set(METHODS)
     for name, m in built.items():
         for member in ("name", "batch", "observe", "finished", "state_dict", "load_state_dict"):
