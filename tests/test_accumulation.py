@@ -12,6 +12,7 @@ import torch
 from repro.accumulation import accumulation_scales, answer_count, merge_metrics, micro_batches, target_weight
 from repro.data.packing import Segment, lm_segment, pack_rows
 from repro.train import Interrupted, Trainer, TrainConfig, clm_step
+from tests.test_train import ToyMethod, _weights
 
 TOL = dict(rtol=1e-12, atol=1e-12)
 
@@ -108,32 +109,20 @@ def test_answer_count_matches_exact_match_totals():
     assert [answer_count(p) for p in micro_batches(rows, 2)] == [4, 4, 0]
 
 
-class UnevenMethod:
-    """Uneven packed rows (mostly-padding rows included) with answers, a pure function of the step."""
+class UnevenMethod(ToyMethod):
+    """Uneven packed rows (mostly-padding rows included) with answers, a pure function of the step (the trainer
+    tests' toy method otherwise)."""
 
     name = "uneven"
 
     def __init__(self, fractional: bool = False):
-        self.seen, self.fractional = [], fractional
+        super().__init__()
+        self.fractional = fractional
 
     def batch(self, step):
         return _uneven_rows(seed=step, fractional=self.fractional)
 
-    def observe(self, step, metrics):
-        self.seen.append(step)
 
-    def finished(self, step):
-        return False
-
-    def state_dict(self):
-        return {"observed": len(self.seen)}
-
-    def load_state_dict(self, state):
-        self.seen = list(range(state["observed"]))
-
-
-def _weights(model):
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
 def _metrics(path):
