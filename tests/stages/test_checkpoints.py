@@ -45,8 +45,11 @@ def test_extension_arms_lists_the_replicates_after_the_arms():
     assert extension_arms(p, "cdt") == ("flt", "flt@seed1", "flt@seed2", "rp_standard", "rp_longce", "cdt")
     rp = (*sd.main_arms, *sd.matched_arms, *sd.ablation_arms, "rp_skip@seed1", "rp_skip@seed2")
     assert extension_arms(p, "selfdistill") == ("flt", "flt@seed1", "flt@seed2", *rp)
-    arms = extension_arms(p)  # with self-distillation run, CE and LongCE are trained once
-    assert arms[-len(rp) - 5:] == ("flt@seed1", "flt@seed2", "longrecipe@seed1", "longrecipe@seed2", *rp, "cdt")
+    arms = extension_arms(p)  # with self-distillation run, CE and LongCE are trained once; ProLong's arms last
+    pl = (*p.prolong.arms, "prolong@seed1", "prolong@seed2")
+    assert arms[-len(rp) - len(pl) - 5:] == ("flt@seed1", "flt@seed2", "longrecipe@seed1", "longrecipe@seed2", *rp,
+                                             "cdt", *pl)
+    assert extension_arms(p, "prolong") == ("flt", "flt@seed1", "flt@seed2", *pl)
     q = p.override(selfdistill={"replicate_arms": ("rp_standard",)}, cdt={"replicate_arms": ("cdt",)})
     assert extension_arms(q, "cdt")[3:] == ("rp_standard", "rp_longce", "rp_standard@seed1", "rp_standard@seed2",
                                              "cdt", "cdt@seed1", "cdt@seed2")
