@@ -18,6 +18,7 @@ task rows):
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Sequence
 
@@ -58,8 +59,6 @@ def measure_pl_throughput(model: torch.nn.Module, batches: Sequence[dict[str, np
              for i in range(0, len(micro), group * len(batches[0]["input_ids"]))]
     if fit:
         from repro.accel import check_attn_implementation
-
-        import copy
 
         m = copy.deepcopy(model).train()
         m.set_attn_implementation(check_attn_implementation("sdpa_varlen"))

@@ -53,10 +53,6 @@ class TokenStream:
         self._salt = zlib.crc32(name.encode())
         self._order = lru_cache(maxsize=4)(self._epoch_order)
 
-    @property
-    def n_documents(self) -> int:
-        return len(self.lengths)
-
     def _epoch_order(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """Epoch ``epoch``'s document order and the cumulative token ends along it."""
         order = np.random.default_rng([self.seed, self._salt, epoch]).permutation(len(self.lengths))
@@ -84,12 +80,6 @@ class TokenStream:
             g += take
             need -= take
         return out
-
-    def document_of(self, start: int) -> int:
-        """Index (into the documents given) of the document holding stream token ``start``."""
-        epoch, off = divmod(start, self.epoch_tokens)
-        order, ends = self._order(epoch)
-        return int(order[int(np.searchsorted(ends, off, side="right"))])
 
 
 class TaskStream:

@@ -193,6 +193,40 @@ def share_points(suite, ppl, p: Profile) -> list[dict]:
     return out
 
 
+def _share_checks(pts: Sequence[Mapping], noise: GapTest | None) -> dict[str, tuple[str, str]]:
+    """PL-Fig3's two checks on the long-share points, each ``(verdict, note)``: ``recipe`` (is 60% the best?) and
+    ``full_long`` (is 100% long below the best?), with paired gaps where there is a noise estimate."""
+    known = [x for x in pts if x["long"] is not None]
+    if not known:
+        return {}
+    best = max(known, key=lambda x: x["long"])
+    value = {x["arm"]: x["long"] for x in known}
+
+    def versus(a: str, b: str) -> tuple[str, str]:  # (higher/lower/tie, "gap ± se") of a - b, paired where possible
+        g = noise.gap(a, b) if noise else None
+        if g is not None:
+            return compare(g.gap, g.se, noise.z)[0], f"{g.gap:+.1f} ± {g.se:.1f} pts"
+        return compare(value[a] - value[b], None)[0], f"{value[a] - value[b]:+.1f} pts (no noise estimate)"
+
+    out = {}
+    if RECIPE in value and best["arm"] == RECIPE:  # 60% is the best: does it beat the worst share beyond noise?
+        worst = min(known, key=lambda x: x["long"])
+        o, gap = versus(RECIPE, worst["arm"]) if worst["arm"] != RECIPE else ("tie", "+0.0 pts")
+        out["recipe"] = ("yes" if o == "higher" else "tie within noise",
+                         f"best at 60%, {gap} over the worst share ({worst['long_share']}%)")
+    elif RECIPE in value:
+        o, gap = versus(best["arm"], RECIPE)
+        out["recipe"] = ("tie within noise" if o == "tie" else "no",
+                         f"best at {best['long_share']}%; 60% below it by {gap}" + (" (within noise)" if o == "tie"
+                                                                                     else ""))
+    if "pl_long100" in value and best["arm"] != "pl_long100":
+        o, gap = versus(best["arm"], "pl_long100")
+        out["full_long"] = ("yes" if o == "higher" else "tie within noise" if o == "tie" else "no",
+                            f"100% long below the best by {gap}" if o == "higher" else
+                            f"100% long within noise of the best ({gap})")
+    return out
+
+
 def pl_fig3(suite, ppl, p: Profile) -> Report:
     """Downstream vs the long-data share (rest ShortMix): the paper's best is 60%, and 100% long hurts."""
     pts, noise = share_points(suite, ppl, p), _noise(suite, p)
@@ -204,38 +238,15 @@ def pl_fig3(suite, ppl, p: Profile) -> Report:
     if not known:
         return Report("PL-Fig3", [{"name": "PL-Fig3", "rows": rows, "columns": list(rows[0]) if rows else [],
                                    "caption": "no long-share arm evaluated"}], agrees="n/a")
-    best = max(known, key=lambda x: x["long"])
-    value = {x["arm"]: x["long"] for x in known}
-    verdicts, notes = [], []
-
-    def versus(a: str, b: str) -> tuple[str, str]:  # (higher/lower/tie, "gap ± se") of a - b, paired where possible
-        g = noise.gap(a, b) if noise else None
-        if g is not None:
-            return compare(g.gap, g.se, noise.z)[0], f"{g.gap:+.1f} ± {g.se:.1f} pts"
-        return compare(value[a] - value[b], None)[0], f"{value[a] - value[b]:+.1f} pts (no noise estimate)"
-
-    if RECIPE in value and best["arm"] == RECIPE:  # 60% is the best: does it beat the worst share beyond noise?
-        worst = min(known, key=lambda x: x["long"])
-        o, gap = versus(RECIPE, worst["arm"]) if worst["arm"] != RECIPE else ("tie", "+0.0 pts")
-        verdicts.append("yes" if o == "higher" else "tie within noise")
-        notes.append(f"best at 60%, {gap} over the worst share ({worst['long_share']}%)")
-    elif RECIPE in value:
-        o, gap = versus(best["arm"], RECIPE)
-        verdicts.append("tie within noise" if o == "tie" else "no")
-        notes.append(f"best at {best['long_share']}%; 60% below it by {gap}"
-                     + (" (within noise)" if o == "tie" else ""))
-    if "pl_long100" in value and best["arm"] != "pl_long100":
-        o, gap = versus(best["arm"], "pl_long100")
-        verdicts.append("yes" if o == "higher" else "tie within noise" if o == "tie" else "no")
-        notes.append(f"100% long below the best by {gap}" if o == "higher" else
-                     f"100% long within noise of the best ({gap})")
+    checks = _share_checks(pts, noise).values()
     cap = (f"PL-Fig3 analog: downstream (percent at the target, mean over {downstream_note(suite, p)}), recall and "
            f"short NIAH, by the share of long documents among the non-task rows (the rest ShortMix; "
            f"{100 * p.prolong.task_share:g}% of every arm's rows are the testbed's task rows). "
            f"{multi_seed_note(seed_groups(n for n in suite if n != 'base'))} Scale: {scale_note(p)}.")
     return Report("PL-Fig3", [{"name": "PL-Fig3", "rows": rows, "columns": list(rows[0]), "caption": cap}],
                   ours="; ".join(f"{x['long_share']}%: {_r(x['long'], x['long_std'], 1)}" for x in known),
-                  agrees=combine_verdicts(*verdicts), note="; ".join(notes) + (f" ({noise.method()})" if noise else ""))
+                  agrees=combine_verdicts(*(v for v, _ in checks)),
+                  note="; ".join(n for _, n in checks) + (f" ({noise.method()})" if noise else ""))
 
 
 def pl_fig1(suite, ppl, p: Profile) -> Report:
@@ -249,10 +260,9 @@ def pl_fig1(suite, ppl, p: Profile) -> Report:
         o, _ = compare(g[0], g[1])
         verdicts.append("yes" if o == "lower" else "tie within noise" if o == "tie" else "no")
         notes.append(f"held-out loss 100% - 0% long: {g[0]:+.3f} ± {g[1]:.3f} nats (paired over documents)")
-    fig3 = pl_fig3(suite, ppl, p)
-    if "100% long" in fig3.note:
-        verdicts.append("yes" if "100% long below the best" in fig3.note else "tie within noise")
-        notes.append("downstream: " + fig3.note[fig3.note.index("100% long"):].split(";")[0])
+    if (full := _share_checks(pts, _noise(suite, p)).get("full_long")) is not None:
+        verdicts.append("yes" if full[0] == "yes" else "tie within noise")
+        notes.append("downstream: " + full[1])
     cap = (f"PL-Fig1 analog: long-document perplexity (second half of held-out {p.extend.target_window}-token code "
            f"documents) against the downstream average, by long-data share. Scale: {scale_note(p)}.")
     return Report("PL-Fig1", [{"name": "PL-Fig1", "rows": rows, "columns": list(rows[0]) if rows else [],
