@@ -128,3 +128,20 @@ def test_the_benchmark_runs_end_to_end_with_real_compute():
     d = out["distributed"]["compute"]
     assert d["workers"] == 2 and set(d["arms"]) == set(ORDERS) and all(a["total"] > 0 for a in d["arms"].values())
     assert "| simulated paper_like | 8 |" in markdown(out) and "2 processes, compute" in markdown(out)
+
+
+def test_the_workers_spec_round_trips_without_pickle(tmp_path):
+    """Micro-batches go to the workers as .npz arrays (read with allow_pickle=False) and JSON, identical after."""
+    from repro.bench.reorder_dist import _read_spec, _write_spec
+
+    cost = CostModel(a=0.5, b=1e-3, c=2e-4)
+    path = _write_spec(tmp_path, [STEP, STEP[:2]], world=2, port=1234, work="sleep", cost=vars(cost),
+                       orders=["unsorted", "sorted"], repeats=1, warmup=0, seed=3, threads=1, out_path="x.json")
+    back = _read_spec(str(path))
+    assert back["cost"] == cost and back["orders"] == ("unsorted", "sorted") and back["seed"] == 3
+    assert [len(s) for s in back["steps"]] == [4, 2]
+    for got, want in zip(back["steps"][0] + back["steps"][1], STEP + STEP[:2]):
+        assert set(got) == set(want)
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k])
+            assert got[k].dtype == np.asarray(want[k]).dtype
