@@ -69,20 +69,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+CHECK_MODES: tuple[str, ...] = ("ulysses", "deepspeed")
+"""What the workers run: ``ulysses`` (this repo's :data:`~repro.parallel.ulysses.SP_ULYSSES`, forward and
+backward) or ``deepspeed`` (the model prepared by ``accelerate.Accelerator`` with
+:func:`repro.parallel.config.parallelism_config`, i.e. DeepSpeed's Ulysses around sdpa; forward and loss only,
+contiguous layout)."""
+
+
 def run_check(cases: Sequence[Mapping], world: int = 2, seed: int = 0, timeout: float = 120.0,
-              threads: int = 1) -> list[list[dict[str, np.ndarray]]]:
+              threads: int = 1, mode: str = "ulysses") -> list[list[dict[str, np.ndarray]]]:
     """Run every case (full rows ``input_ids``, ``position_ids``, ``weights``, optional ``doc_ids``, and
     ``layout``) sequence-parallel over ``world`` gloo processes of ``threads`` torch threads each; returns per
     case the per-rank results (``logits`` of the shard, ``loss`` part, all-reduced ``grads``, ``token_index``, and
     ``alone``: the shard's logits with its attention restricted to the shard itself, a control).
-    RuntimeError with the workers' output when a worker wrote no results within ``timeout`` seconds."""
+    RuntimeError with the workers' output when a worker wrote no results within ``timeout`` seconds. ``mode``: one
+    of :data:`CHECK_MODES` (``deepspeed`` gives ``logits``, ``loss`` and ``token_index`` only)."""
+    if mode not in CHECK_MODES:
+        raise ValueError(f"mode={mode!r}; allowed: {', '.join(repr(m) for m in CHECK_MODES)}")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         arrays = {f"{i}/{k}": np.asarray(c[k]) for i, c in enumerate(cases) for k in CASE_KEYS
                   if c.get(k) is not None}
         np.savez(folder / "cases.npz", **arrays)
         spec = folder / "spec.json"
-        spec.write_text(json.dumps({"world": world, "seed": seed, "threads": threads, "out": str(folder),
+        spec.write_text(json.dumps({"world": world, "seed": seed, "threads": threads, "out": str(folder), "mode": mode,
                                     "layouts": [c.get("layout", "contiguous") for c in cases],
                                     "arrays": str(folder / "cases.npz")}))
         env = {**os.environ, "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
@@ -123,10 +133,12 @@ def _worker(spec_path: str, rank: int) -> None:
     world = spec["world"]
     with np.load(spec["arrays"], allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
+    if spec["mode"] == "deepspeed":
+        return _finish(spec, rank, _deepspeed_results(spec, arrays, rank, world))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     results: dict[str, np.ndarray] = {}
     for i, layout in enumerate(spec["layouts"]):
-        case = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(f"{i}/")}
+        case = _case(arrays, i)
         model = tiny_model(spec["seed"], register())
         shard = shard_row(case, rank, world, layout)
         with sequence_parallel(layout=layout):
@@ -143,11 +155,56 @@ def _worker(spec_path: str, rank: int) -> None:
         results.update({f"{i}/logits": logits.detach().numpy(), f"{i}/loss": np.asarray(part.item()),
                         f"{i}/grads": grads.numpy(), f"{i}/token_index": shard["token_index"],
                         f"{i}/alone": alone.numpy()})
+    _finish(spec, rank, results)
+
+
+def _case(arrays: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
+    return {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(f"{i}/")}
+
+
+def _finish(spec: Mapping, rank: int, results: Mapping[str, np.ndarray]) -> None:
+    """Write the results (atomically), wait for the group and leave it."""
+    import torch.distributed as dist
+
     tmp = Path(spec["out"]) / f"rank{rank}.tmp.npz"
     np.savez(tmp, **results)
     os.replace(tmp, Path(spec["out"]) / f"rank{rank}.npz")
     dist.barrier()
     dist.destroy_process_group()
+
+
+def _deepspeed_results(spec: Mapping, arrays: Mapping[str, np.ndarray], rank: int, world: int) -> dict:
+    """Every case through a model prepared by accelerate with DeepSpeed's Ulysses (``sp_size = world``, core
+    attention sdpa, ZeRO stage 0): the shard's logits and loss part. DeepSpeed's wrapper drops the attention mask
+    and attends causally over the gathered row, so only one-document rows are meaningful here."""
+    from accelerate import Accelerator
+    from accelerate.utils import DeepSpeedPlugin
+
+    from repro.parallel.config import parallelism_config
+    from repro.parallel.sequence import shard_loss_sum, shard_row
+
+    os.environ.setdefault("LOCAL_RANK", str(rank))
+    os.environ.setdefault("LOCAL_WORLD_SIZE", str(world))
+    ds = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 0}}
+    acc = Accelerator(deepspeed_plugin=DeepSpeedPlugin(hf_ds_config=ds),
+                      parallelism_config=parallelism_config(world, world, attn_implementation="sdpa"))
+    model = tiny_model(spec["seed"], "sdpa")
+    model, _ = acc.prepare(model, torch.optim.SGD(model.parameters(), lr=0.0))
+    results = {}
+    for i, layout in enumerate(spec["layouts"]):
+        if layout != "contiguous":
+            raise ValueError(f"mode='deepspeed' shards rows contiguously; got layout={layout!r}")
+        shard = shard_row(_case(arrays, i), rank, world, layout)
+        with torch.no_grad():
+            logits = model(input_ids=torch.as_tensor(shard["input_ids"]),
+                           position_ids=torch.as_tensor(shard["position_ids"]), use_cache=False).logits
+        tw = torch.as_tensor(shard["target_weights"], dtype=torch.float64)
+        total = tw.sum()
+        torch.distributed.all_reduce(total)
+        part = shard_loss_sum(logits, torch.as_tensor(shard["targets"]), tw) / total
+        results.update({f"{i}/logits": logits.numpy(), f"{i}/loss": np.asarray(part.item()),
+                        f"{i}/token_index": shard["token_index"]})
+    return results
 
 
 if __name__ == "__main__":
