@@ -197,6 +197,11 @@ class ExtendConfig:
     """Seed of the data stream."""
     deepspeed_config: str | None = None
     """Path of a DeepSpeed JSON config (paper profile; needs GPUs)."""
+    sequence_parallel: int = 1
+    """Ranks that share one row (sequence parallelism, >= 1, dividing the number of processes; 1: none). Each
+    rank holds ``T / sequence_parallel`` tokens of a row with the row's own position ids and shifted targets
+    (:mod:`repro.parallel.sequence`); :func:`repro.parallel.config.profile_parallelism` turns it into accelerate's
+    ``ParallelismConfig`` (DeepSpeed Ulysses/ALST, GPUs). Left out of cache keys when 1."""
 
 
 REPLICATE_SEED_STRIDE = 1000
@@ -617,7 +622,7 @@ def validate(p: Profile) -> Profile:
     for name in ("copy_fraction", "lm_fraction", "lm_weight", "context_weight", "advance_em"):
         _range(getattr(b, name), 0.0, 1.0, f"base.{name}")
     _range(e.retrieval_fraction, 0.0, 1.0, "extend.retrieval_fraction")
-    for name in ("data_workers", "workers"):
+    for name in ("data_workers", "workers", "sequence_parallel"):
         if getattr(e, name) < 1:
             raise ValueError(f"extend.{name}={getattr(e, name)}; allowed: >= 1")
     _range(e.seed_replicates, 1, 100, "extend.seed_replicates")

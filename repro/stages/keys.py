@@ -57,10 +57,12 @@ def _spec_key(p: Profile, method: str) -> dict:
 
 def extend_fields(p: Profile) -> dict:
     """``p.extend`` without :data:`repro.profiles.EXTEND_RUN_FIELDS` (scheduling only: the bits do not depend
-    on them)."""
+    on them); ``sequence_parallel`` only when it is not 1, so keys of runs without sequence parallelism are
+    unchanged."""
     from repro.profiles import EXTEND_RUN_FIELDS
 
-    return {k: v for k, v in dataclasses.asdict(p.extend).items() if k not in EXTEND_RUN_FIELDS}
+    return {k: v for k, v in dataclasses.asdict(p.extend).items()
+            if k not in EXTEND_RUN_FIELDS and not (k == "sequence_parallel" and v == 1)}
 
 
 def extension_key(p: Profile, method: str) -> str:
