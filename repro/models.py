@@ -152,6 +152,12 @@ def forward_hidden(model: torch.nn.Module, input_ids: torch.Tensor, position_ids
                                **kwargs).last_hidden_state
 
 
+def recomputes_layers(model: torch.nn.Module) -> bool:
+    """True when ``model`` is training with activation checkpointing on (``activation_checkpointing_enable``, also
+    through a peft wrapper): its decoder layers then run without a key/value cache (transformers drops it)."""
+    return bool(model.training and getattr(model, "is_activation_checkpointing", False))
+
+
 PLAIN_HEAD_FAMILIES: tuple[str, ...] = ("llama", "mistral", "mixtral", "qwen2", "qwen3")
 """``config.model_type`` values whose logits are exactly ``final hidden @ lm_head.weight^T`` (no bias, scale
 or soft-capping in their forward); the chunked loss is used for these only."""

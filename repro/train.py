@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from repro.accumulation import accumulation_scales, answer_count, merge_metrics, micro_batches, target_weight
 from repro.data.balance import order_by_cost
 from repro.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_text, read_json
+from repro.lora import save_final
 from repro.loss import chunked_clm_loss, weighted_clm_loss  # noqa: F401  (re-exported)
 from repro.models import forward, forward_hidden, plain_head_weight
 
@@ -57,6 +58,11 @@ class TrainConfig:
     """AdamW betas."""
     grad_clip: float = 1.0
     """Max gradient norm (0 disables clipping)."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward instead of keeping them (the model's public
+    ``activation_checkpointing_enable``, non-reentrant: also for peft models with frozen embeddings). Same loss
+    and gradients; self-distillation's prefix-shared pass then runs as two full passes
+    (:mod:`repro.methods.selfdistill`)."""
     bf16: bool = False
     """bf16 autocast for the forward pass."""
     chunked_loss: bool = True
@@ -275,7 +281,8 @@ class Trainer:
     """Trains ``model`` with ``method`` under ``cfg``, writing into ``out_dir``.
 
     ``out_dir/metrics.jsonl`` gets one line per step; ``out_dir/ckpt-<step>/`` the
-    checkpoints; ``out_dir/final/`` the final model (``save_pretrained``) once done.
+    checkpoints; ``out_dir/final/`` the final model (``save_pretrained``) once done; for a LoRA model
+    (:mod:`repro.lora`) the merged model, with the adapters in ``final/adapter/``.
     ``stop_after`` (tests) raises :class:`Interrupted` after that many steps of this call,
     as if the process had been killed.
     """
@@ -289,9 +296,12 @@ class Trainer:
         self.lr_scale = getattr(method, "lr_scale", None)
         self.before_step = getattr(method, "before_step", None)
         self.progress = progress
+        if cfg.gradient_checkpointing:
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         decay, no_decay = [], []
         for n, p in model.named_parameters():
-            (no_decay if p.ndim < 2 else decay).append(p)
+            if p.requires_grad:  # frozen weights (LoRA's base, repro.lora) get no optimizer state
+                (no_decay if p.ndim < 2 else decay).append(p)
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=cfg.betas)
         self.step = 0
@@ -409,7 +419,7 @@ class Trainer:
         bar.close()
         self.model.eval()
         with atomic_dir(final) as tmp:
-            self.model.save_pretrained(tmp)
+            save_final(self.model, tmp)
             atomic_write_json(tmp / "train_summary.json", {
                 "steps": self.step, "method": self.method.name, "method_state": self.method.state_dict(),
                 "seconds_this_call": time.perf_counter() - t_start, **run_environment()})
@@ -431,11 +441,12 @@ class Interrupted(RuntimeError):
 
 
 def _untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """safetensors refuses shared storage: drop the tied output head (rebuilt on load)."""
-    if "lm_head.weight" in state and "model.embed_tokens.weight" in state and \
-            torch.equal(state["lm_head.weight"], state["model.embed_tokens.weight"]):
-        state = dict(state)
-        state.pop("lm_head.weight")
+    """safetensors refuses shared storage: drop the tied output head (rebuilt on load); also under a prefix
+    (a peft model's ``base_model.model.``)."""
+    for head in [k for k in state if k == "lm_head.weight" or k.endswith(".lm_head.weight")]:
+        embed = head[: -len("lm_head.weight")] + "model.embed_tokens.weight"
+        if embed in state and torch.equal(state[head], state[embed]):
+            state = {k: v for k, v in state.items() if k != head}
     return state
 
 

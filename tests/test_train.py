@@ -174,3 +174,18 @@ def test_chunked_and_plain_loss_train_to_the_same_weights_in_float64(tiny_llama,
         out.append(_weights(m))
     for k in out[0]:
         assert torch.allclose(out[0][k], out[1][k], rtol=0, atol=1e-12), k
+
+
+def test_frozen_parameters_get_no_optimizer_state_and_stay_bitwise(tiny_llama, tmp_path):
+    model = tiny_llama()
+    frozen = {n: p for n, p in model.named_parameters() if "embed_tokens" in n or "layers.0." in n}
+    start = {n: p.detach().clone() for n, p in frozen.items()}
+    for p in frozen.values():
+        p.requires_grad_(False)
+    t = Trainer(model, ToyMethod(), TrainConfig(max_steps=3, lr=1e-2, checkpoint_every=0), tmp_path, progress=False)
+    t.train()
+    assert all(torch.equal(p, start[n]) for n, p in frozen.items())
+    assert {id(p) for p in t.opt.state} == {id(p) for p in model.parameters() if p.requires_grad}
+    assert len(t.opt.state) == len(list(model.parameters())) - len(frozen) > 0
+    q = "model.layers.1.self_attn.q_proj.weight"
+    assert not torch.equal(model.state_dict()[q], tiny_llama().state_dict()[q])  # the rest trained

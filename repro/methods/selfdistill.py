@@ -35,7 +35,7 @@ import torch
 from repro.loss import KL_DIRECTIONS, chunked_clm_loss, chunked_kl_loss, kl_from_logits, weighted_clm_loss
 from repro.methods.wrapped import OnInnerRows
 from repro.methods.registry import register_method, step_rng
-from repro.models import plain_head_weight
+from repro.models import plain_head_weight, recomputes_layers
 from repro.train import finish_metrics
 
 VIEWS: tuple[str, ...] = ("skip", "cyclic", "dilation", "chunk_permutation", "nope", "none")
@@ -69,7 +69,8 @@ class SelfDistillSpec:
     standard_clm: bool = True
     """CLM on the standard view; False with ``consistency="none"``: CLM on the perturbed view only (PoSE)."""
     shared_prefix: bool = True
-    """Skip view: the prefix-shared second pass (exact; ~1.5x a standard step). False: two full passes."""
+    """Skip view: the prefix-shared second pass (exact; ~1.5x a standard step). False: two full passes (also
+    used under activation checkpointing, whose layers drop the cache the shared pass reads)."""
     longce: bool = False
     """LongCE token weights on the CLM term (Fang et al. 2025; :mod:`repro.methods.longce`)."""
     noise_std: float = 1.0
@@ -278,7 +279,7 @@ def selfdistill_loss(model, batch: dict[str, torch.Tensor], spec: SelfDistillSpe
             metrics.update(extra, clm=float(loss.detach()))
             return _finish(loss, metrics, hidden, head, batch)
         active = spec.consistency != "none" and spec.lam > 0
-        shared = active and spec.view == "skip" and spec.shared_prefix
+        shared = active and spec.view == "skip" and spec.shared_prefix and not recomputes_layers(model)
         hidden, cache = standard_pass(model, ids, pos, doc, cache=shared)
         clm, extra = clm_term(model, hidden, batch, head, bf16, longce if spec.longce else None, chunk)
         metrics.update(extra, clm=float(clm.detach()))
