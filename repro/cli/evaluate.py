@@ -52,10 +52,13 @@ def check_tasks(specs: list[str]) -> None:
     from repro.tasks import available_tasks
 
     for spec in specs:
+        name = spec.partition(":")[0]
+        if name not in available_tasks():
+            raise CLIError(f"unknown task {name!r}; allowed: {', '.join(available_tasks())}")
         try:
             make_task(spec)
         except (ValueError, TypeError) as e:
-            raise CLIError(f"unknown task {spec!r} ({e}); allowed: {', '.join(available_tasks())}") from e
+            raise CLIError(f"task spec {spec!r}: {e}") from e
 
 
 def excerpt(text: str, n: int = EXCERPT) -> str:
