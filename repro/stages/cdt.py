@@ -45,8 +45,9 @@ def train_cdt(profile: Profile | str, name: str = "cdt", run_dir: str | Path = "
     from repro.data.tokenizer import load_tokenizer
     from repro.methods.arms import cd_arm, split_seed
     from repro.methods.prepared import PreparedBatches
-    from repro.models import load_model, rope_parameters
+    from repro.models import load_model
     from repro.stages.base import train_base
+    from repro.stages.builders import model_settings
     from repro.stages.corpus import build_corpus
     from repro.stages.extension import prepare_extension_data
     from repro.stages.keys import extension_key, replicate_profile
@@ -64,8 +65,7 @@ def train_cdt(profile: Profile | str, name: str = "cdt", run_dir: str | Path = "
         return done
     e, sd = rp.extend, rp.selfdistill
     base = train_base(p, run_dir, progress=progress)
-    model = load_model(base, rope=rope_parameters("default", sd.rope_theta),
-                       attn_implementation=p.model.attn_implementation)
+    model = load_model(base, attn_implementation=p.model.attn_implementation, **model_settings(rp, arm))
     corpus = build_corpus(p, run_dir)
     tok = load_tokenizer(corpus.path / "tokenizer")
     m = cdt_method(rp, arm, tok, corpus.rows())

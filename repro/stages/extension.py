@@ -24,7 +24,8 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     from repro.data.tokenizer import load_tokenizer
     from repro.methods import extension_spec
     from repro.methods.prepared import PreparedBatches
-    from repro.models import load_model, rope_parameters
+    from repro.models import load_model
+    from repro.stages.builders import model_settings
     from repro.train import Trainer, TrainConfig
 
     from repro.methods.arms import rp_arm
@@ -61,11 +62,7 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
 
         anchors = impactful_tokens(p, run_dir, progress=progress)["anchors"]
     base = train_base(p, run_dir, progress=progress)
-    rope = None
-    if e.rope_type != "default" or e.rope_theta is not None:
-        theta = e.rope_theta or p.model.rope_theta
-        rope = rope_parameters(e.rope_type, theta, e.rope_factor, p.base.window)
-    model = load_model(base, rope=rope, attn_implementation=p.model.attn_implementation)
+    model = load_model(base, attn_implementation=p.model.attn_implementation, **model_settings(rp, arm))
     corpus = build_corpus(p, run_dir)
     tok = load_tokenizer(corpus.path / "tokenizer")
     m = extension_method(rp, arm, tok, corpus.rows(), anchors)

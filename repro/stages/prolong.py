@@ -169,8 +169,9 @@ def train_prolong(profile: Profile | str, name: str = "prolong", run_dir: str | 
     """Train (or reuse) ProLong arm ``name`` (``prolong@seed<k>`` for a replicate); returns its ``final`` folder."""
     from repro.data.tokenizer import load_tokenizer
     from repro.methods.prepared import PreparedBatches
-    from repro.models import load_model, rope_parameters
+    from repro.models import load_model
     from repro.stages.base import train_base
+    from repro.stages.builders import model_settings, prepare_model
     from repro.stages.corpus import build_corpus
     from repro.stages.extension import prepare_extension_data
     from repro.stages.keys import extension_key, replicate_profile
@@ -184,15 +185,10 @@ def train_prolong(profile: Profile | str, name: str = "prolong", run_dir: str | 
         return done
     e = rp.extend
     base = train_base(p, run_dir, progress=progress)
-    length, _ = arm_length(p, arm)
-    model = load_model(base, rope=rope_parameters("default", arm_rope_theta(p, arm)), max_positions=length,
-                       attn_implementation=p.model.attn_implementation)
+    model = load_model(base, attn_implementation=p.model.attn_implementation, **model_settings(p, arm))
     tok = load_tokenizer(build_corpus(p, run_dir).path / "tokenizer")
     m = prolong_method(rp, arm, tok, build_streams(p, run_dir))
-    if m.doc_masks and p.model.attn_implementation == "sdpa":  # each packed document attended alone (App. A.3)
-        from repro.attention.doc_masked import use_doc_masked_attention
-
-        use_doc_masked_attention(model)
+    prepare_model(p, m, model)  # document masks: each packed document attended alone (App. A.3)
     data = prepare_extension_data(p, name, m, run_dir)
     cfg = TrainConfig.from_section(e, e.steps, schedule="cosine")
     final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()

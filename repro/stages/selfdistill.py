@@ -66,7 +66,8 @@ def train_selfdistill(profile: Profile | str, name: str, run_dir: str | Path = "
     from repro.data.tokenizer import load_tokenizer
     from repro.methods.arms import rp_arm
     from repro.methods.prepared import PreparedBatches
-    from repro.models import load_model, rope_parameters
+    from repro.models import load_model
+    from repro.stages.builders import model_settings
     from repro.stages.base import train_base
     from repro.stages.corpus import build_corpus
     from repro.stages.extension import prepare_extension_data
@@ -81,10 +82,9 @@ def train_selfdistill(profile: Profile | str, name: str, run_dir: str | Path = "
         return done
     e, sd = rp.extend, rp.selfdistill
     base = train_base(p, run_dir, progress=progress)
-    overrides = {"attention_dropout": arm.spec.dropout} if arm.spec.perturbation == "dropout" else None
-    model = load_model(base, rope=rope_parameters("default", sd.rope_theta),
-                       attn_implementation=p.model.attn_implementation,
-                       max_positions=arm.spec.max_index(e.target_window) + 1, overrides=overrides)
+    settings = model_settings(rp, arm_name)
+    overrides = settings.get("overrides")
+    model = load_model(base, attn_implementation=p.model.attn_implementation, **settings)
     corpus = build_corpus(p, run_dir)
     tok = load_tokenizer(corpus.path / "tokenizer")
     m = selfdistill_method(rp, arm_name, tok, corpus.rows())

@@ -1,0 +1,54 @@
+"""The command line, one module per command; ``python -m repro <command>`` dispatches here.
+
+- ``reproduce`` (:mod:`repro.cli.reproduce`): every figure and table through the notebooks, or ``--dry-run``
+  (:mod:`repro.cli.dry_run`): every stage's config, data sources, accelerator configs and one step per method;
+- ``train`` (:mod:`repro.cli.train`): one method on a local model and a data source;
+- ``evaluate`` (:mod:`repro.cli.evaluate`): the synthetic tasks, RULER-style predictions and a summary;
+- ``analyze`` (:mod:`repro.cli.analyze`): IG scores, attention distances, impactful tokens;
+- ``profiles``, ``bench``, ``base-search`` (:mod:`repro.cli.misc`).
+
+Every bad argument ends the command with one ``error: ...`` line naming the value and what is allowed, and exit
+status 2 (:class:`repro.cli.common.CLIError`, or argparse's own usage errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from repro.cli.common import EXIT_USAGE, CLIError
+
+COMMANDS: tuple[str, ...] = ("reproduce", "train", "evaluate", "analyze", "profiles", "bench", "base-search")
+"""Every subcommand."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand (each module adds its own with ``add_parser``)."""
+    from repro.cli import analyze, evaluate, misc, reproduce, train
+
+    ap = argparse.ArgumentParser(prog="python -m repro", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    reproduce.add_parser(sub)
+    train.add_parser(sub)
+    evaluate.add_parser(sub)
+    analyze.add_parser(sub)
+    misc.add_parsers(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit status (2 for a bad argument, with one ``error:`` line on stderr)."""
+    from repro.cli import analyze, evaluate, misc, reproduce, train
+
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse has printed its usage error
+        return int(e.code or 0)
+    handlers = {"reproduce": reproduce.main, "train": train.main, "evaluate": evaluate.main,
+                "analyze": analyze.main}
+    try:
+        return handlers.get(args.cmd, misc.main)(args)
+    except CLIError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE

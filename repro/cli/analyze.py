@@ -1,0 +1,137 @@
+"""``python -m repro analyze {ig,attention-distance,tokens}``: the analyses of the pipeline on any local model.
+
+- ``ig``: CDT's scores (:func:`repro.stages.cdt_analysis.cd_scores` with ``path=``): IG, FR, attention and
+  embedding-gradient shares per token type on labelled multi-hop prompts at ``--length``, manual denoising and the
+  denoising sweep. Writes ``ig.json`` (the record; ``scores[i]["ig_token"]`` has one value per token of sample
+  ``i``) .
+- ``attention-distance``: RP-Fig2's per-layer query-key distance histograms
+  (:func:`repro.stages.attention.model_distances`) on ``--samples`` texts of ``--data`` cut to ``--length``.
+  Writes ``attention_distance.json``.
+- ``tokens``: LongRecipe's impactful-token analysis (:func:`repro.analysis.tokens.analyse`) of ``--model`` (the
+  extended model) against ``--base`` on texts of ``--data``. Writes ``tokens.json`` (shapes, per-position mean
+  logit change, anchors with their pieces) and ``anchors.json`` (``{"anchors": [...]}``, what ``train --method
+  longrecipe --anchors`` reads).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from repro.cli.common import CLIError, load_tokenizer_from, model_dir, output_dir, positive_float, positive_int
+from repro.cli.data import DATA_KINDS
+
+ANALYSES: tuple[str, ...] = ("ig", "attention-distance", "tokens")
+"""The ``analyze`` subcommands."""
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """The ``analyze`` subcommand and its three analyses' arguments."""
+    from repro.profiles import PROFILES
+
+    a = sub.add_parser("analyze", help="IG scores, attention distances or impactful tokens of a local model")
+    kinds = a.add_subparsers(dest="analysis", required=True, metavar="{" + ",".join(ANALYSES) + "}")
+    for name in ANALYSES:
+        k = kinds.add_parser(name)
+        k.add_argument("--model", required=True, help="local model folder")
+        k.add_argument("--out", default=f"runs/analyze-{name}", help="output folder")
+        k.add_argument("--samples", type=positive_int, default=4, help="prompts or texts analysed (default 4)")
+        k.add_argument("--length", type=positive_int, default=256, help="tokens per prompt or text (default 256)")
+        k.add_argument("--no-progress", action="store_true", help="no progress bar")
+        if name == "ig":
+            k.add_argument("--profile", default="tiny", help=f"CDT settings from: {', '.join(PROFILES)}")
+            k.add_argument("--top-k", type=positive_int, default=None, help="top-k of FR and the detectors")
+            continue
+        k.add_argument("--data", required=True, help=f"text source: {', '.join(DATA_KINDS)}")
+        k.add_argument("--tokenizer", default=None, help="tokenizer folder or file (default: the model's)")
+        k.add_argument("--data-bytes", type=positive_int, default=2_000_000, help="bytes per built-in source")
+        if name == "attention-distance":
+            k.add_argument("--queries", type=positive_int, default=None, help="last queries kept (default T/16)")
+            k.add_argument("--bins", type=positive_int, default=32, help="distance bins (default 32)")
+        else:
+            k.add_argument("--base", required=True, help="the base model folder the model was extended from")
+            k.add_argument("--fraction", type=positive_float, default=0.2, help="top share per position (0.2)")
+            k.add_argument("--min-count", type=positive_int, default=5, help="an anchor occurs this often (5)")
+            k.add_argument("--pos", action="store_true", help="tag parts of speech (needs the spaCy model)")
+    return a
+
+
+def _texts(args, tok) -> list[str]:
+    from repro.cli import data
+
+    docs = data.documents(args.data, tok, args.length, args.data_bytes)
+    return data.texts(docs, tok, args.length, args.samples, args.data)
+
+
+def ig(args: argparse.Namespace, out: Path) -> dict:
+    """CDT's scores of ``--model`` with ``--profile``'s CDT settings at ``--length``."""
+    from repro.profiles import get_profile
+    from repro.stages.builders import scaled_profile
+    from repro.stages.cdt_analysis import cd_scores
+
+    path = model_dir(args.model)
+    if not (path / "tokenizer.json").exists():
+        raise CLIError(f"--model {str(path)!r} has no tokenizer.json; allowed: a model folder that holds its "
+                       "tokenizer (save it there with tokenizer.save_pretrained)")
+    try:
+        p = get_profile(args.profile)
+        cdt = {"analysis_samples": args.samples, **({"top_k": args.top_k} if args.top_k else {})}
+        p = scaled_profile(p, max(p.extend.target_window, args.length), base_window=args.length, cdt=cdt)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    rec = cd_scores(p, run_dir=output_dir(out) / "cache", progress=not args.no_progress, path=path)
+    return {"analysis": "ig", "length": args.length, "samples": len(rec["scores"]),
+            "sample_tokens": [len(s["ig_token"]) for s in rec["scores"]], **rec}
+
+
+def attention_distance(args: argparse.Namespace, out: Path) -> dict:
+    """RP-Fig2's distance histograms of ``--model``."""
+    from repro.stages.attention import AttentionDistanceConfig, model_distances
+
+    path = model_dir(args.model)
+    tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
+    queries = args.queries or max(8, min(256, args.length // 16))
+    try:
+        cfg = AttentionDistanceConfig(queries=queries, samples=args.samples, bins=args.bins).check(args.length)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    texts = _texts(args, tok)
+    return {"analysis": "attention-distance",
+            **model_distances(path, texts, args.length, cfg, tokenizer=tok, progress=not args.no_progress)}
+
+
+def tokens(args: argparse.Namespace, out: Path) -> dict:
+    """LongRecipe's impactful tokens of ``--model`` against ``--base``; also writes ``anchors.json``."""
+    from repro.analysis.tokens import analyse
+    from repro.io import atomic_write_json
+    from repro.models import load_model
+
+    path, base_path = model_dir(args.model), model_dir(args.base, "--base")
+    if not 0 < args.fraction <= 1:
+        raise CLIError(f"--fraction {args.fraction}; allowed: 0 < --fraction <= 1")
+    tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
+    texts = _texts(args, tok)
+    base = load_model(base_path, max_positions=args.length).eval()
+    ext = load_model(path, max_positions=args.length).eval()
+    res = analyse(base, ext, tok, texts, args.length, fraction=args.fraction, tagger=None if args.pos else False,
+                  progress=not args.no_progress, min_count=args.min_count)
+    anchors = [int(a) for a in res.anchors]
+    atomic_write_json(output_dir(out) / "anchors.json", {"anchors": anchors})
+    return {"analysis": "tokens", "base": str(base_path), "model": str(path), "length": args.length,
+            "fraction": args.fraction, "samples_shape": list(res.samples.shape),
+            "changes_shape": list(res.changes.shape), "selected_shape": list(res.selected.shape),
+            "mean_change_by_position": res.changes.mean(axis=0).tolist(),
+            "anchors": anchors, "anchor_pieces": [tok.decode([a]) for a in anchors], "tags": res.tags}
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run one analysis and write its JSON (atomically) into ``--out``."""
+    from repro.io import atomic_write_json
+
+    out = Path(args.out)
+    run = {"ig": ig, "attention-distance": attention_distance, "tokens": tokens}[args.analysis]
+    rec = run(args, out)
+    name = args.analysis.replace("-", "_")
+    atomic_write_json(output_dir(out) / f"{name}.json", rec)
+    print(f"analyze {args.analysis}: {out / f'{name}.json'}")
+    return 0

@@ -1,0 +1,115 @@
+"""What every command shares: the one error type, argument types that name the bad value, the model folder and
+tokenizer checks, and the output folder."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Callable, Sequence
+
+EXIT_USAGE = 2
+"""Exit status of a bad argument (argparse's own)."""
+
+
+class CLIError(ValueError):
+    """A bad argument or input, reported as one ``error: ...`` line and exit status 2."""
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; allowed: an integer >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}; allowed: an integer >= 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (argparse type)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; allowed: a number > 0") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{value}; allowed: a finite number > 0")
+    return value
+
+
+def csv_of(item: Callable[[str], object]) -> Callable[[str], list]:
+    """An argparse type for a comma-separated list of ``item`` values (at least one)."""
+    def parse(text: str) -> list:
+        parts = [t.strip() for t in text.split(",") if t.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"{text!r}; allowed: one or more comma-separated values")
+        return [item(t) for t in parts]
+    return parse
+
+
+def choice(value: str, allowed: Sequence[str], what: str) -> str:
+    """``value`` if it is one of ``allowed``, else a :class:`CLIError` naming both."""
+    if value not in allowed:
+        raise CLIError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
+    return value
+
+
+def model_dir(path: str | Path, flag: str = "--model") -> Path:
+    """A local model folder written by ``save_pretrained`` (it holds ``config.json``)."""
+    p = Path(path)
+    if not p.is_dir():
+        raise CLIError(f"{flag} {str(path)!r} does not exist; allowed: a local model folder with config.json")
+    if not (p / "config.json").exists():
+        raise CLIError(f"{flag} {str(path)!r} has no config.json; allowed: a folder written by save_pretrained "
+                       "(e.g. runs/<profile>/extend-flt-<key>/final)")
+    return p
+
+
+def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer"):
+    """The tokenizer of a folder (``AutoTokenizer``, local files only) or of one ``tokenizer.json`` file. The
+    pipeline's checkpoints hold their tokenizer in the checkpoint folder (``final/``) and the corpus stage keeps it
+    in ``runs/<profile>/corpus-<key>/tokenizer/``. A tokenizer without a pad token pads with its EOS token."""
+    p = Path(path)
+    try:
+        if p.is_file():
+            tok = _from_file(p)
+        elif p.is_dir() and any((p / f).exists() for f in ("tokenizer.json", "tokenizer_config.json",
+                                                           "tokenizer.model")):
+            from transformers import AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+        else:
+            raise CLIError(f"no tokenizer at {str(path)!r}; allowed: {flag} a folder with tokenizer.json "
+                           "(a checkpoint's final/ or runs/<profile>/corpus-<key>/tokenizer) or the file itself")
+    except (OSError, ValueError) as e:
+        if isinstance(e, CLIError):
+            raise
+        raise CLIError(f"cannot load a tokenizer from {str(path)!r} ({type(e).__name__}: {e})") from e
+    if tok.pad_token is None and tok.eos_token is not None:
+        tok.pad_token = tok.eos_token
+    if tok.bos_token_id is None or tok.pad_token_id is None:
+        raise CLIError(f"tokenizer at {str(path)!r} has no BOS or pad/EOS token; allowed: a tokenizer with both")
+    return tok
+
+
+def _from_file(path: Path):
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    from repro.data.tokenizer import SPECIAL_TOKENS, wrap
+
+    raw = Tokenizer.from_file(str(path))
+    if all(raw.token_to_id(t) is not None for t in SPECIAL_TOKENS):  # one of ours: its special tokens by name
+        return wrap(raw)
+    return PreTrainedTokenizerFast(tokenizer_object=raw)
+
+
+def output_dir(path: str | Path) -> Path:
+    """The output folder (created); a path that is an existing file is an error."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise CLIError(f"--out {str(path)!r} is a file; allowed: a folder (created when missing)")
+    p.mkdir(parents=True, exist_ok=True)
+    return p

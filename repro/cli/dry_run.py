@@ -1,0 +1,257 @@
+"""``python -m repro reproduce --profile NAME --dry-run``: check a profile end to end without training it.
+
+1. ``config``: the profile validates, and every arm its training notebook trains
+   (:func:`repro.stages.extension.extension_arms`) parses and gets its training config
+   (:func:`repro.stages.builders.train_config`).
+2. ``source``: every data source the profile reads (``corpus.sources``, ``prolong.sources``) and pretrained model
+   or tokenizer it names exists (local folders; hub ids must be in the local cache); a missing one is reported and
+   the check continues.
+3. ``accel``: every ``configs/*.json`` parses, and the profile's DeepSpeed config resolves for each arm's rows per
+   step (:func:`repro.accel.load_deepspeed_config`: batch divisibility).
+4. ``step``: one optimizer step of each method (:data:`repro.stages.builders.CLI_METHODS`) through the same
+   builders as the stages, with the profile's settings resized to a :data:`STEP_TARGET`-token target
+   (:func:`repro.stages.builders.scaled_profile`), a tiny random Llama, a small BPE tokenizer and the built-in
+   corpus (substitutions are printed in the notes: ``sdpa`` for the attention, built-in streams for missing
+   ProLong sources, the most frequent tokens as LongRecipe's anchors, single process instead of DeepSpeed).
+
+Prints one line per check (``ok`` / ``missing`` / ``error``) and returns 0 only when every check is ``ok``.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Sequence
+
+from repro.cli.common import CLIError
+
+STEP_TARGET = 256
+"""Target window of the one-step checks."""
+STEP_BASE_WINDOW = 64
+"""Base window of the one-step checks."""
+STEP_BATCH = 2
+"""Rows per step of the one-step checks (divisible by ProLong's long-training factor)."""
+
+
+class Report:
+    """The checks' rows: ``(section, name, status, detail)``."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, str, str]] = []
+
+    def add(self, section: str, name: str, status: str, detail: str = "") -> None:
+        self.rows.append((section, name, status, detail))
+        print(f"  {section:<7} {name:<34} {status:<8} {detail}", flush=True)
+
+    @property
+    def ok(self) -> bool:
+        return all(r[2] == "ok" for r in self.rows)
+
+
+def _local(spec_path: str) -> Path | None:
+    """An existing path for a profile's relative path (the working folder first, then the repository)."""
+    from repro.pipeline import REPO
+
+    for p in (Path(spec_path), REPO / spec_path):
+        if p.exists():
+            return p
+    return None
+
+
+def check_configs(p, report: Report) -> None:
+    """Every arm of the profile parses and gets a training config."""
+    from repro.methods.arms import parse_arm
+    from repro.stages.builders import train_config
+    from repro.stages.extension import extension_arms
+    from repro.stages.keys import replicate_profile
+
+    arms = extension_arms(p)
+    bad = []
+    for name in arms:
+        try:
+            parse_arm(name)
+            rp, arm = replicate_profile(p, name)
+            train_config(rp, arm)
+        except Exception as e:  # noqa: BLE001  (reported, the dry run goes on)
+            bad.append(f"{name}: {e}")
+    report.add("config", f"{len(arms)} arms", "error" if bad else "ok", "; ".join(bad)[:300])
+
+
+def check_sources(p, report: Report) -> None:
+    """Data sources and pretrained models named by the profile."""
+    specs = [("corpus", s) for s in p.corpus.sources] + [(f"prolong.{n}", s) for n, s in p.prolong.sources]
+    for where, spec in specs:
+        kind, _, arg = spec.partition(":")
+        if kind in ("folder", "hf_disk"):
+            found = _local(arg)
+            report.add("source", f"{where} {spec}", "ok" if found else "missing",
+                       str(found) if found else f"no folder {arg!r} (relative to the working folder or the repo)")
+        else:
+            report.add("source", f"{where} {spec}", "ok", "built in")
+    for what, name in (("model", p.model.pretrained), ("tokenizer", p.tokenizer.pretrained)):
+        if name:
+            found = _local(name) or _hub_cached(name)
+            report.add("source", f"{what} {name}", "ok" if found else "missing",
+                       str(found) if found else "not a local folder and not in the local model cache")
+
+
+def _hub_cached(repo_id: str) -> Path | None:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        hit = try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # noqa: BLE001  (an id the cache cannot parse is simply not there)
+        return None
+    return Path(hit).parent if isinstance(hit, str) else None
+
+
+def check_accel(p, report: Report) -> None:
+    """``configs/*.json`` parse; the profile's DeepSpeed config resolves for every arm's rows per step."""
+    import json
+
+    from repro.accel import load_deepspeed_config
+    from repro.pipeline import REPO
+    from repro.stages.prolong import arm_length
+
+    for f in sorted((REPO / "configs").glob("*.json")):
+        try:
+            json.loads(f.read_text())
+            report.add("accel", f"configs/{f.name}", "ok", "parses")
+        except ValueError as e:
+            report.add("accel", f"configs/{f.name}", "error", f"invalid JSON: {e}")
+    ds = p.extend.deepspeed_config
+    if not ds:
+        report.add("accel", "extend.deepspeed_config", "ok", "none (single process)")
+        return
+    path = _local(ds) or Path(ds)
+    batches = {"extend.batch_size": p.extend.batch_size,
+               **{f"prolong {a} rows": arm_length(p, a)[1] for a in p.prolong.arms}}
+    problems = []
+    for what, batch in batches.items():
+        try:
+            load_deepspeed_config(path, batch)
+        except (OSError, ValueError) as e:
+            problems.append(f"{what}={batch}: {e}")
+    report.add("accel", f"deepspeed {ds}", "error" if problems else "ok",
+               "; ".join(problems)[:300] or f"resolves for batches {sorted(set(batches.values()))}")
+
+
+def step_profile(p):
+    """``p`` resized for the one-step checks, and the substitutions made."""
+    from repro.stages.builders import scaled_profile
+
+    notes, sections = [], {"extend": {"threads": 0, "checkpoint_every": 0, "workers": 1}}
+    if p.model.attn_implementation != "sdpa":
+        sections["model"] = {"attn_implementation": "sdpa"}
+        notes.append(f"attention {p.model.attn_implementation} -> sdpa")
+    if any(_local(s.partition(":")[2]) is None for _, s in p.prolong.sources if not s.startswith("corpus:")):
+        from repro.profiles import PL_SOURCES
+
+        names = [n for n, _ in p.prolong.sources]
+        if sorted(names) == sorted(n for n, _ in PL_SOURCES):
+            sections["prolong"] = {"sources": PL_SOURCES}
+            notes.append("ProLong streams -> built-in corpus:*")
+    sections.setdefault("prolong", {})["long_threshold"] = 0
+    if p.extend.deepspeed_config:
+        notes.append("DeepSpeed -> single process")
+    q = scaled_profile(p, STEP_TARGET, base_window=STEP_BASE_WINDOW, batch_size=STEP_BATCH, steps=1, **sections)
+    return q, notes
+
+
+def step_methods(p, methods: Sequence[str], report: Report, workdir: Path) -> None:
+    """One optimizer step of each method on a tiny random Llama through the stages' builders."""
+    import numpy as np
+
+    from repro.cli import data as cli_data
+    from repro.data.corpus import iter_code, iter_prose
+    from repro.data.tokenizer import train_tokenizer
+    from repro.io import read_jsonl
+    from repro.models import build_tiny, load_model
+    from repro.profiles import ModelConfig
+    from repro.stages.builders import CLI_METHODS, build_method, model_settings, prepare_model, train_config
+    from repro.train import Trainer
+
+    q, notes = step_profile(p)
+    t0 = time.perf_counter()
+    docs_text = [d.text for d in [*iter_code(300_000), *iter_prose(300_000)]]
+    tok = train_tokenizer(docs_text, 512)
+    tiny = ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=2,
+                       rope_theta=q.model.rope_theta)
+    model_path = workdir / "tiny"
+    build_tiny(tiny, len(tok), 4 * STEP_TARGET, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id).save_pretrained(
+        model_path)
+    corpus = cli_data.builtin_corpus(tok, 300_000)
+    rows = cli_data.corpus_rows([corpus.tokens[a:b].astype(np.int64) for a, b in zip(corpus.offsets[:-1],
+                                                                                    corpus.offsets[1:])])
+    anchors = np.argsort(-np.bincount(corpus.tokens.astype(np.int64), minlength=len(tok)))[:64]
+    notes.append("LongRecipe anchors -> 64 most frequent tokens")
+    report.add("step", "setup", "ok", f"{time.perf_counter() - t0:.1f} s; " + "; ".join(notes))
+    for name in methods:
+        t1 = time.perf_counter()
+        arm = CLI_METHODS[name]
+        try:
+            streams = None
+            if arm == "prolong":
+                from repro.stages.prolong import long_threshold
+
+                docs = {s: [d for d in _spec_docs(s, corpus, tok, long_threshold(q))] for _, s in q.prolong.sources}
+                streams = _streams(q, docs)
+            method = build_method(q, arm, tok, corpus_rows=rows, streams=streams, anchors=anchors)
+            model = load_model(model_path, attn_implementation=q.model.attn_implementation, **model_settings(q, arm))
+            prepare_model(q, method, model)
+            Trainer(model, method, train_config(q, arm, max_steps=1), workdir / name, progress=False).train()
+            loss = read_jsonl(workdir / name / "metrics.jsonl")[-1]["loss"]
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"loss {loss}")
+            report.add("step", f"{name} ({arm})", "ok", f"loss {loss:.3f}, {time.perf_counter() - t1:.1f} s")
+        except Exception as e:  # noqa: BLE001  (reported, the dry run goes on)
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            report.add("step", f"{name} ({arm})", "error",
+                       f"{type(e).__name__}: {e} [{Path(where.filename).name}:{where.lineno}]"[:300])
+
+
+def _spec_docs(spec, corpus, tok, threshold):
+    from repro.data.long_sources import source_documents
+
+    return source_documents(spec, corpus, tok, threshold)
+
+
+def _streams(q, docs: dict) -> list:
+    from repro.data.long_sources import split_by_length
+    from repro.data.streams import TokenStream
+    from repro.stages.prolong import long_threshold
+
+    thr = long_threshold(q)
+    return [TokenStream(n, split_by_length(docs[s], thr, n in q.prolong.long_streams), seed=q.extend.seed)
+            for n, s in q.prolong.sources]
+
+
+def dry_run(profile: str, methods: Sequence[str] | None = None, workdir: str | Path | None = None) -> int:
+    """Run every check of the module docstring on ``profile``; 0 when all are ok, else 1."""
+    from repro.profiles import get_profile
+    from repro.stages.builders import CLI_METHODS
+
+    methods = list(methods or CLI_METHODS)
+    if bad := [m for m in methods if m not in CLI_METHODS]:
+        raise CLIError(f"unknown method {bad[0]!r} in --methods; allowed: {', '.join(CLI_METHODS)}")
+    t0 = time.perf_counter()
+    report = Report()
+    print(f"dry run of profile {profile!r}:")
+    try:
+        p = get_profile(profile)
+    except ValueError as e:
+        report.add("config", "profile", "error", str(e))
+        return 1
+    report.add("config", "profile", "ok", "validates")
+    check_configs(p, report)
+    check_sources(p, report)
+    check_accel(p, report)
+    with tempfile.TemporaryDirectory(prefix="repro-dry-run-") as tmp:
+        step_methods(p, methods, report, Path(workdir) if workdir else Path(tmp))
+    bad_rows = [r for r in report.rows if r[2] != "ok"]
+    print(f"dry run: {len(report.rows) - len(bad_rows)}/{len(report.rows)} ok in {time.perf_counter() - t0:.1f} s"
+          + (f"; not ok: {', '.join(f'{r[0]} {r[1]}' for r in bad_rows)}" if bad_rows else ""))
+    return 0 if report.ok else 1

@@ -1,0 +1,155 @@
+"""``python -m repro evaluate``: the synthetic tasks on a local model, RULER-style predictions and a summary.
+
+Outputs in ``--out``:
+
+- ``predictions.jsonl``: one row per sample, RULER's prediction fields (as RULER's ``pred/call_api.py`` writes
+  them) then ours: ``index`` (row number), ``pred`` (the model's continuation), ``input`` (an excerpt of the
+  prompt: its first and last :data:`EXCERPT` characters around `` ... ``), ``outputs`` (the references),
+  ``others`` (``{}``), ``truncation`` (-1: the prompt is never cut), ``length`` (prompt tokens); then ``task``,
+  ``target_length`` (the requested length), ``depth``, ``seed`` and ``score`` (RULER's string match of the task);
+- ``summary.json`` and ``summary.md``: accuracy per task x length (the mean of the rows' ``score``), with its
+  standard error ``std / sqrt(n)`` over the samples (population std; for 0/1 scores
+  :func:`repro.stats.bernoulli_sd` ``/ sqrt(n)``) and ``n``; cells a task cannot fit are listed under ``skipped``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from repro.cli.common import CLIError, csv_of, load_tokenizer_from, model_dir, output_dir, positive_int
+
+EXCERPT = 200
+"""Characters kept from each end of a prompt in ``input``."""
+PRED_FIELDS: tuple[str, ...] = ("index", "pred", "input", "outputs", "others", "truncation", "length",
+                                "task", "target_length", "depth", "seed", "score")
+"""The fields of a prediction row, in order."""
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """The ``evaluate`` subcommand's arguments."""
+    e = sub.add_parser("evaluate", help="run synthetic long-context tasks on a local model")
+    e.add_argument("--model", required=True, help="local model folder")
+    e.add_argument("--tasks", required=True, type=csv_of(str),
+                   help="comma-separated task specs (niah_single_1, vt, niah_position:ordinal=first, ...)")
+    e.add_argument("--lengths", required=True, type=csv_of(positive_int), help="comma-separated prompt lengths")
+    e.add_argument("--samples", type=positive_int, default=4, help="samples per task and length (default 4)")
+    e.add_argument("--depths", type=csv_of(float), default=[0.5],
+                   help="evidence depths in [0, 1]; samples are spread over them in turn (default 0.5)")
+    e.add_argument("--batch-size", type=positive_int, default=8, help="generation batch size (default 8)")
+    e.add_argument("--seed", type=int, default=0, help="first evaluation seed (default 0)")
+    e.add_argument("--tokenizer", default=None, help="tokenizer folder or file (default: the model's)")
+    e.add_argument("--out", default="runs/evaluate", help="output folder (default runs/evaluate)")
+    e.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return e
+
+
+def check_tasks(specs: list[str]) -> None:
+    """A :class:`CLIError` naming the first task spec that is not a registered task (or has bad arguments)."""
+    from repro.evaluate import make_task
+    from repro.tasks import available_tasks
+
+    for spec in specs:
+        name = spec.partition(":")[0]
+        if name not in available_tasks():
+            raise CLIError(f"unknown task {name!r}; allowed: {', '.join(available_tasks())}")
+        try:
+            make_task(spec)
+        except (ValueError, TypeError) as e:
+            raise CLIError(f"task spec {spec!r}: {e}") from e
+
+
+def excerpt(text: str, n: int = EXCERPT) -> str:
+    """``text`` if short, else its first and last ``n`` characters joined by `` ... ``."""
+    return text if len(text) <= 2 * n + 5 else f"{text[:n]} ... {text[-n:]}"
+
+
+def predictions(model, tok, tasks: list[str], lengths: list[int], depths: list[float], samples: int, seed: int,
+                batch_size: int, progress: bool) -> tuple[list[dict], list[dict]]:
+    """Prediction rows (:data:`PRED_FIELDS`) of every task x length cell, ``samples`` each with depths taken in
+    turn, and the cells skipped as too short for their task."""
+    from tqdm.auto import tqdm
+
+    from repro.evaluate import generate, make_task
+    from repro.tasks.base import LengthTooShort
+
+    rows, skipped = [], []
+    bar = tqdm(total=len(tasks) * len(lengths) * samples, desc="evaluate", disable=not progress, mininterval=2.0)
+    for spec in tasks:
+        task = make_task(spec)
+        for length in lengths:
+            try:
+                examples = [task.generate(tok, length, depths[i % len(depths)], seed + i) for i in range(samples)]
+            except LengthTooShort as err:
+                skipped.append({"task": spec, "length": length, "minimum": err.minimum})
+                bar.update(samples)
+                continue
+            for i in range(0, samples, batch_size):
+                chunk = examples[i:i + batch_size]
+                preds = generate(model, tok, [ex.prompt for ex in chunk], task.max_new_tokens)
+                for ex, pred in zip(chunk, preds):
+                    refs = list(ex.references)
+                    rows.append({"index": len(rows), "pred": pred, "input": excerpt(ex.prompt), "outputs": refs,
+                                 "others": {}, "truncation": -1,
+                                 "length": int(ex.metadata.get("n_tokens") or len(tok(ex.prompt).input_ids)),
+                                 "task": spec, "target_length": length, "depth": ex.metadata.get("depth"),
+                                 "seed": ex.metadata.get("seed"), "score": float(task.score(pred, refs))})
+                bar.update(len(chunk))
+    bar.close()
+    return rows, skipped
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Accuracy (mean score), its standard error and ``n`` per (task, length), in the rows' order."""
+    cells: dict[tuple[str, int], list[float]] = {}
+    for r in rows:
+        cells.setdefault((r["task"], r["target_length"]), []).append(r["score"])
+    out = []
+    for (task, length), scores in cells.items():
+        n = len(scores)
+        mean = sum(scores) / n
+        sd = math.sqrt(sum((s - mean) ** 2 for s in scores) / n)
+        out.append({"task": task, "length": length, "n": n, "accuracy": mean, "se": sd / math.sqrt(n)})
+    return out
+
+
+def markdown(cells: list[dict], lengths: list[int]) -> str:
+    """A task x length table of ``accuracy ± se`` in percent."""
+    by = {(c["task"], c["length"]): c for c in cells}
+    tasks = list(dict.fromkeys(c["task"] for c in cells))
+    lines = ["| task | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---:|" * len(lengths)]
+    for t in tasks:
+        vals = [f"{100 * by[t, n]['accuracy']:.1f} ± {100 * by[t, n]['se']:.1f}" if (t, n) in by else "n/a"
+                for n in lengths]
+        lines.append(f"| {t} | " + " | ".join(vals) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(args: argparse.Namespace) -> int:
+    """Evaluate, then write the predictions and the summary (each file atomically)."""
+    from repro.io import atomic_write_json, atomic_write_text
+    from repro.models import load_model
+
+    check_tasks(args.tasks)
+    if any(not 0.0 <= d <= 1.0 for d in args.depths):
+        raise CLIError(f"--depths {args.depths}; allowed: values in [0, 1]")
+    path = model_dir(args.model)
+    tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
+    out = output_dir(args.out)
+    model = load_model(path, max_positions=max(args.lengths) + 256).eval()
+    rows, skipped = predictions(model, tok, args.tasks, args.lengths, args.depths, args.samples, args.seed,
+                                args.batch_size, not args.no_progress)
+    cells = summarize(rows)
+    atomic_write_text(out / "predictions.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    atomic_write_json(out / "summary.json", {"model": str(path), "tasks": args.tasks, "lengths": args.lengths,
+                                             "depths": args.depths, "samples": args.samples, "seed": args.seed,
+                                             "cells": cells, "skipped": skipped})
+    atomic_write_text(out / "summary.md", markdown(cells, args.lengths))
+    print(markdown(cells, args.lengths), end="")
+    if skipped:
+        print("skipped (too short for the task): " + ", ".join(f"{s['task']}@{s['length']} (min {s['minimum']})"
+                                                                for s in skipped))
+    print(f"{len(rows)} predictions -> {Path(out) / 'predictions.jsonl'}")
+    return 0

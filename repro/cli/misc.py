@@ -1,0 +1,37 @@
+"""``profiles``, ``bench`` and ``base-search``: the profiles, training and generation throughput
+(``TB-Throughput``), and the base-model candidate search (``TB-BaseSearch``)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parsers(sub) -> None:
+    """The three subcommands' arguments."""
+    sub.add_parser("profiles", help="list the profiles")
+    b = sub.add_parser("bench", help="training and generation throughput in one run (TB-Throughput)")
+    b.add_argument("--profile", default="tiny", help="whose model is benchmarked (random weights; default tiny)")
+    b.add_argument("--figures-dir", default="figures", help="where TB-Throughput.{csv,md} go (default figures/)")
+    b.add_argument("--quick", action="store_true", help="fewer steps, no HF Trainer or side-by-side arm (a check)")
+    s_ = sub.add_parser("base-search", help="train and score base-model candidates (TB-BaseSearch)")
+    s_.add_argument("names", nargs="*", help="candidate names (default: list them)")
+    s_.add_argument("--run-dir", default="runs")
+    s_.add_argument("--threads", type=int, default=0, help="torch threads of the base stage (0: the profile's)")
+    s_.add_argument("--figures-dir", default="figures", help="where TB-BaseSearch.{csv,md} go")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``profiles``, ``bench`` or ``base-search``."""
+    if args.cmd == "bench":
+        from repro.bench.cli import bench_main
+
+        return bench_main(args.profile, args.figures_dir, args.quick)
+    if args.cmd == "base-search":
+        from repro.stages.base_search import search_main
+
+        return search_main(args.names, args.run_dir, args.threads, args.figures_dir)
+    from repro.profiles import DESCRIPTIONS, PROFILES
+
+    for name in PROFILES:
+        print(f"{name:>6}: {DESCRIPTIONS[name]}")
+    return 0

@@ -1,0 +1,53 @@
+"""``python -m repro reproduce``: every figure and table by running the notebooks (:func:`repro.pipeline.reproduce`),
+or with ``--dry-run`` a check of the profile without training (:mod:`repro.cli.dry_run`)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from repro.cli.common import CLIError, choice
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """The ``reproduce`` subcommand's arguments."""
+    from repro.papers import ALL, PAPERS
+    from repro.profiles import PROFILES
+
+    r = sub.add_parser("reproduce", help="regenerate figures and tables by running the notebooks")
+    r.add_argument("--profile", default="tiny", help=f"one of: {', '.join(PROFILES)} (default tiny)")
+    r.add_argument("--paper", default=ALL, help=f"only the stages and tables of one paper: {', '.join(PAPERS)} "
+                   f"(default {ALL}; the shared testbed is built for every paper)")
+    r.add_argument("--only", default=None, help="run just this notebook (by file stem)")
+    r.add_argument("--force", action="store_true", help="recompute cached stages and notebooks")
+    r.add_argument("--run-dir", default="runs", help="where checkpoints, results and executed notebooks go")
+    r.add_argument("--figures-dir", default=None, help="default: figures/ (tiny) or figures/<profile>/")
+    r.add_argument("--dry-run", action="store_true",
+                   help="check configs, data sources, accelerator configs and one step per method; train nothing")
+    r.add_argument("--methods", default=None,
+                   help="--dry-run: comma-separated methods to step (default: all of them)")
+    return r
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the notebooks (or the dry run) and print each one's status."""
+    from repro.profiles import PROFILES
+
+    choice(args.profile, tuple(PROFILES), "profile")
+    if args.dry_run:
+        from repro.cli.dry_run import dry_run
+
+        return dry_run(args.profile, methods=args.methods.split(",") if args.methods else None)
+    from repro.pipeline import reproduce
+
+    t0 = time.perf_counter()
+    try:
+        status = reproduce(args.profile, only=args.only, force=args.force, run_dir=args.run_dir,
+                           figures_dir=args.figures_dir, paper=args.paper)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    total = time.perf_counter() - t0
+    for name, s in status.items():
+        print(f"  {name:<16} {s['status']:<7} {s['seconds']:8.1f} s")
+    print(f"reproduce --profile {args.profile} --paper {args.paper}: {total:.1f} s")
+    return 0

@@ -1,0 +1,41 @@
+"""``python -m repro evaluate``: one prediction row per task x length x sample; the summary is their mean."""
+
+import json
+import math
+
+from repro.__main__ import main
+from repro.cli.evaluate import PRED_FIELDS
+from repro.io import read_jsonl
+
+
+def test_evaluate_rows_and_summary_agree(tiny_model_dir, tmp_path):
+    out = tmp_path / "ev"
+    tasks, lengths, samples = ["niah_single_1", "niah_multikey_1"], [192, 256], 3
+    argv = ["evaluate", "--model", str(tiny_model_dir), "--tasks", ",".join(tasks), "--lengths",
+            ",".join(map(str, lengths)), "--samples", str(samples), "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    rows = read_jsonl(out / "predictions.jsonl")
+    assert len(rows) == len(tasks) * len(lengths) * samples
+    assert list(rows[0]) == list(PRED_FIELDS)
+    assert [r["index"] for r in rows] == list(range(len(rows)))
+    assert all(abs(r["length"] - r["target_length"]) <= 8 and r["outputs"] and 0 <= r["score"] <= 1 for r in rows)
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["cells"]) == len(tasks) * len(lengths)
+    for c in summary["cells"]:
+        scores = [r["score"] for r in rows if r["task"] == c["task"] and r["target_length"] == c["length"]]
+        assert c["n"] == samples and math.isclose(c["accuracy"], sum(scores) / len(scores))
+        assert c["se"] >= 0
+    table = (out / "summary.md").read_text()
+    assert table.splitlines()[0] == "| task | 192 | 256 |" and "niah_multikey_1" in table
+
+
+def test_unknown_task_and_bad_length_name_the_value(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "bad"
+    argv = ["evaluate", "--model", str(tiny_model_dir), "--tasks", "niah_single_1,needle_9", "--lengths", "256",
+            "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "unknown task 'needle_9'" in err and "niah_single_1" in err
+    assert main(argv[:4] + ["niah_single_1", "--lengths", "256,-5", "--out", str(out)]) == 2
+    assert "-5" in capsys.readouterr().err
+    assert not out.exists()
