@@ -230,20 +230,31 @@ def test_pickled_weights_are_refused_unread(tmp_path, monkeypatch):
         load_model(tmp_path)
 
 
-def test_remote_code_does_not_run_by_default(tmp_path):
-    """A checkpoint shipping its own config code: the code is not imported unless trust_remote_code=True."""
+def test_shipped_code_runs_only_with_trust_remote_code(tmp_path):
+    """A checkpoint shipping its own model code: not imported by default; with ``trust_remote_code=True`` it
+    loads (its class passes the architecture gate: a Llama subclass)."""
     marker = tmp_path / "ran"
-    (tmp_path / "configuration_shipped.py").write_text(
+    _model("llama").save_pretrained(tmp_path)
+    (tmp_path / "modeling_shipped.py").write_text(
         "from pathlib import Path\n"
-        "from transformers import LlamaConfig\n"
+        "from transformers import LlamaConfig, LlamaForCausalLM\n"
         f"Path({str(marker)!r}).write_text('code ran')\n"
         "class ShippedConfig(LlamaConfig):\n"
-        "    model_type = 'shipped'\n")
-    (tmp_path / "config.json").write_text(json.dumps(
-        {"model_type": "shipped", "auto_map": {"AutoConfig": "configuration_shipped.ShippedConfig"}}))
+        "    model_type = 'shipped'\n"
+        "class ShippedForCausalLM(LlamaForCausalLM):\n"
+        "    config_class = ShippedConfig\n")
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg.update(model_type="shipped", auto_map={"AutoConfig": "modeling_shipped.ShippedConfig",
+                                               "AutoModelForCausalLM": "modeling_shipped.ShippedForCausalLM"})
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match="trust_remote_code"):
         load_model(tmp_path)
     assert not marker.exists()
+    model = load_model(tmp_path, trust_remote_code=True)
+    assert marker.exists() and type(model).__name__ == "ShippedForCausalLM"
+    ids = torch.randint(0, 97, (1, 12), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(forward(model.eval(), ids).logits, forward(_model("llama"), ids).logits)
 
 
 def test_unsupported_architectures_are_refused(tmp_path):
