@@ -123,8 +123,8 @@ def _refuse_pickled_weights(folder: Path) -> None:
     if pickled:
         raise ValueError(f"checkpoint folder {str(folder)!r} holds only pickled weights ({', '.join(pickled)}); "
                          "loading them would unpickle (arbitrary code). Allowed: safetensors weights "
-                         "(model.safetensors or sharded *.safetensors): re-save the model with "
-                         "save_pretrained(..., safe_serialization=True) where you trust its source")
+                         "(model.safetensors or sharded *.safetensors): load it once where you trust its source "
+                         "and re-save it with save_pretrained, which writes safetensors")
 
 
 def causal_doc_mask(doc_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
