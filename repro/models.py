@@ -26,6 +26,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaFor
 
 from repro.attention.doc_masked import boundary_kwargs
 from repro.data.packing import is_packed_restart
+from repro.families import check_architecture
 from repro.profiles import ModelConfig
 
 
@@ -66,13 +67,19 @@ def rope_parameters(rope_type: str, theta: float, factor: float | None = None,
 
 
 def load_model(path: str | Path, rope: dict | None = None, attn_implementation: str | None = None,
-               max_positions: int | None = None, overrides: dict | None = None) -> torch.nn.Module:
+               max_positions: int | None = None, overrides: dict | None = None,
+               trust_remote_code: bool = False) -> torch.nn.Module:
     """Load a causal LM from a local folder (our checkpoints) or an HF id.
 
     ``rope`` replaces ``config.rope_parameters`` (e.g. YaRN at evaluation time) and
     ``max_positions`` raises ``max_position_embeddings``; both go through the
     config passed to ``from_pretrained``, so the rotary embedding is built with them. ``overrides`` sets
     other config fields the same way (e.g. ``attention_dropout``); an unknown field is a ValueError.
+
+    Safe by default: weights are read from safetensors only (a folder holding only pickled ``*.bin`` / ``*.pt``
+    / ``*.pth`` weights is a ValueError), code shipped with a checkpoint runs only with
+    ``trust_remote_code=True``, and the architecture must be one the methods can train
+    (:func:`repro.families.check_architecture`: RoPE and a forward taking ``position_ids``).
     """
     p = Path(path)
     if not p.exists() and (str(path).startswith((".", "/")) or "runs" in p.parts):
@@ -81,7 +88,10 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
     if p.exists() and not (p / "config.json").exists():
         raise FileNotFoundError(f"checkpoint folder {str(path)!r} has no config.json; expected a folder "
                                 "written by save_pretrained (e.g. runs/<profile>/<stage>/final)")
-    cfg = AutoConfig.from_pretrained(str(path))
+    if p.exists():
+        _refuse_pickled_weights(p)
+    cfg = AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code)
+    check_architecture(cfg)
     if rope is not None:
         cfg.rope_parameters = rope
     if max_positions is not None:
@@ -91,12 +101,30 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
             raise ValueError(f"overrides: {type(cfg).__name__} has no field {k!r}")
         setattr(cfg, k, v)
     cfg.use_cache = False
-    kwargs: dict = {"config": cfg}
+    kwargs: dict = {"config": cfg, "use_safetensors": True, "trust_remote_code": trust_remote_code}
     if attn_implementation:
         from repro.accel import check_attn_implementation
 
         kwargs["attn_implementation"] = check_attn_implementation(attn_implementation)
-    return AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+    check_architecture(model.config, type(model))
+    return model
+
+
+PICKLED_WEIGHTS: tuple[str, ...] = ("*.bin", "*.pt", "*.pth")
+"""Weight files :func:`load_model` refuses: loading them unpickles, which can run arbitrary code."""
+
+
+def _refuse_pickled_weights(folder: Path) -> None:
+    """ValueError when ``folder`` holds pickled weights and no safetensors ones."""
+    if any(folder.glob("*.safetensors")):
+        return
+    pickled = sorted({f.name for pattern in PICKLED_WEIGHTS for f in folder.glob(pattern)})
+    if pickled:
+        raise ValueError(f"checkpoint folder {str(folder)!r} holds only pickled weights ({', '.join(pickled)}); "
+                         "loading them would unpickle (arbitrary code). Allowed: safetensors weights "
+                         "(model.safetensors or sharded *.safetensors): load it once where you trust its source "
+                         "and re-save it with save_pretrained, which writes safetensors")
 
 
 def causal_doc_mask(doc_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
