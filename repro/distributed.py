@@ -229,7 +229,7 @@ def optimizer_step(accelerator, engine, optimizer, model: torch.nn.Module, grad_
 
 def full_state_dict(accelerator, engine) -> dict[str, torch.Tensor]:
     """The model's unsharded weights (collective: every rank calls it; complete on rank 0 under ZeRO-3)."""
-    state = accelerator.get_state_dict(engine)
+    state = accelerator.get_state_dict(engine) or {}  # ZeRO-3 gathers on rank 0 only
     prefix = "model."
     return {k[len(prefix):] if k.startswith(prefix) else k: v.detach().cpu().contiguous().clone()
             for k, v in state.items()}
