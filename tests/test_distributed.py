@@ -20,7 +20,7 @@ from repro import distributed
 from repro.accumulation import accumulation_scales
 from repro.pipeline import REPO
 from repro.profiles import get_profile
-from repro.train import Trainer
+from repro.train import Trainer, clm_step
 from tests.dist_worker import UnevenRows, tiny_model, train_config
 
 ZERO3_CPU = Path(__file__).parent / "deepspeed_zero3_cpu.json"
@@ -94,10 +94,16 @@ def _metrics(folder: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def single(tmp_path_factory):
-    """The single-process run of the same global batches: (final weights, per-step losses)."""
+    """The single-process run of the same global batches: (final weights, per-step losses). The weighting matters
+    here: at step 0 the mean of the two ranks' token means is far from the global token mean."""
+    batch = {k: torch.as_tensor(v) for k, v in UnevenRows().batch(0).items()}
+    with torch.no_grad():
+        local = [clm_step(tiny_model(), distributed.shard_rows(batch, r, 2), bf16=False)[1]["loss"] for r in (0, 1)]
     out = tmp_path_factory.mktemp("single")
     Trainer(tiny_model(), UnevenRows(), train_config(SPEC), out, progress=False).train()
-    return load_file(out / "final" / "model.safetensors"), [m["loss"] for m in _metrics(out)]
+    losses = [m["loss"] for m in _metrics(out)]
+    assert abs(sum(local) / 2 - losses[0]) > 0.05, (local, losses[0])
+    return load_file(out / "final" / "model.safetensors"), losses
 
 
 def _max_diff(a: dict, b: dict) -> float:
@@ -112,7 +118,7 @@ def _check_against_single(folder: Path, single) -> float:
     np.testing.assert_allclose([m["loss"] for m in got], losses, rtol=1e-5, atol=0)
     final = load_file(folder / "final" / "model.safetensors")
     diff = _max_diff(final, weights)
-    assert diff < 1e-5, diff
+    assert diff < 5e-5, diff  # float32 summation order through 4 AdamW steps (measured 7e-6)
     summary = json.loads((folder / "final" / "train_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["steps"] == SPEC["steps"]
     return diff
