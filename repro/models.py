@@ -193,11 +193,14 @@ or soft-capping in their forward); the chunked loss is used for these only."""
 
 def plain_head_weight(model: torch.nn.Module) -> torch.Tensor | None:
     """The (V, H) output-embedding matrix when the model's logits are just ``hidden @ W^T``
-    (:data:`PLAIN_HEAD_FAMILIES`, bias-free head); None otherwise (the loss then uses the model's logits)."""
+    (:data:`PLAIN_HEAD_FAMILIES`, bias-free head, not partitioned by ZeRO-3); None otherwise (the loss then uses the
+    model's logits)."""
     if getattr(getattr(model, "config", None), "model_type", None) not in PLAIN_HEAD_FAMILIES:
         return None
     head = model.get_output_embeddings()
     if not isinstance(head, torch.nn.Linear) or head.bias is not None:
+        return None
+    if hasattr(head.weight, "ds_id"):  # partitioned by DeepSpeed ZeRO-3: only whole inside the head's own forward
         return None
     return head.weight
 

@@ -12,6 +12,9 @@ Checkpoints (every ``checkpoint_every`` steps, written atomically) hold the
 weights (safetensors), optimizer, RNG states, the method state and the step
 (the data position). A killed run resumed from its last checkpoint ends with
 the same weights as an uninterrupted one.
+
+Multi-process (``Trainer(accelerator=...)``, :mod:`repro.distributed`): DDP or DeepSpeed through ``accelerate``;
+each rank trains on its rows of the global batch with the global token-mean loss, rank 0 logs and writes.
 """
 
 from __future__ import annotations
@@ -288,7 +291,7 @@ class Trainer:
     """
 
     def __init__(self, model: torch.nn.Module, method: Method, cfg: TrainConfig, out_dir: str | Path,
-                 loss_fn: Callable | None = None, progress: bool = True):
+                 loss_fn: Callable | None = None, progress: bool = True, accelerator: Any = None):
         self.model, self.method, self.cfg = model, method, cfg
         self.out_dir = Path(out_dir)
         self.loss_fn = loss_fn or getattr(method, "loss", None) or \
@@ -305,21 +308,56 @@ class Trainer:
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=cfg.betas)
         self.step = 0
+        self.accelerator, self.engine = accelerator, None  # multi-process: repro.distributed
+        if accelerator is not None:
+            from repro import distributed
+
+            self.engine, self.opt = distributed.prepare(accelerator, model, self.opt, self.loss_fn, cfg.grad_clip)
+        self.main = accelerator is None or accelerator.is_main_process
+        """Whether this process writes logs, checkpoints and the final model (rank 0)."""
 
     # -- checkpoints -----------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
         path = self.out_dir / f"ckpt-{self.step}"
-        with atomic_dir(path) as tmp:
-            state = {k: v.detach().contiguous().clone() for k, v in self.model.state_dict().items()}
-            save_file(_untie(state), tmp / "model.safetensors")
-            torch.save({"optimizer": self.opt.state_dict(), "rng": _rng_state()}, tmp / "trainer.pt")
-            atomic_write_json(tmp / "state.json", {"step": self.step, "method": self.method.state_dict()})
+        if self.engine is not None:
+            from repro.distributed import save_engine_checkpoint
+
+            save_engine_checkpoint(self.accelerator, self.engine, path, self._write_checkpoint_files)
+            if not self.main:
+                return path
+        else:
+            with atomic_dir(path) as tmp:
+                state = {k: v.detach().contiguous().clone() for k, v in self.model.state_dict().items()}
+                save_file(_untie(state), tmp / "model.safetensors")
+                torch.save({"optimizer": self.opt.state_dict(), "rng": _rng_state()}, tmp / "trainer.pt")
+                atomic_write_json(tmp / "state.json", {"step": self.step, "method": self.method.state_dict()})
         old = sorted((c for c in self.out_dir.glob("ckpt-*") if c != path), key=lambda p: int(p.name.split("-")[1]))
         for c in old[:max(len(old) - self.cfg.keep_checkpoints + 1, 0)]:
             shutil.rmtree(c, ignore_errors=True)
         return path
 
+    def _write_checkpoint_files(self, folder: Path, state: dict[str, torch.Tensor]) -> None:
+        """Rank 0's files of a multi-process checkpoint: the consolidated weights and the step/method state."""
+        save_file(_untie(state), folder / "model.safetensors")
+        atomic_write_json(folder / "state.json", {"step": self.step, "method": self.method.state_dict()})
+
     def load_checkpoint(self, path: Path) -> None:
+        if self.engine is not None:
+            from repro.distributed import load_engine_checkpoint
+
+            load_engine_checkpoint(self.accelerator, path)
+        else:
+            self._load_weights_and_optimizer(path)
+        meta = read_json(path / "state.json")
+        self.step = int(meta["step"])
+        self.method.load_state_dict(meta["method"])
+        # drop metric lines logged after this checkpoint (they will be recomputed)
+        log = self.out_dir / "metrics.jsonl"
+        if self.main and log.exists():
+            lines = [ln for ln in log.read_text().splitlines() if ln and _step_of(ln) < self.step]
+            atomic_write_text(log, "".join(ln + "\n" for ln in lines))
+
+    def _load_weights_and_optimizer(self, path: Path) -> None:
         state = load_file(path / "model.safetensors")
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         if unexpected or any("lm_head" not in k for k in missing):
@@ -327,14 +365,6 @@ class Trainer:
         tr = torch.load(path / "trainer.pt", weights_only=False)
         self.opt.load_state_dict(tr["optimizer"])
         _set_rng_state(tr["rng"])
-        meta = read_json(path / "state.json")
-        self.step = int(meta["step"])
-        self.method.load_state_dict(meta["method"])
-        # drop metric lines logged after this checkpoint (they will be recomputed)
-        log = self.out_dir / "metrics.jsonl"
-        if log.exists():
-            lines = [ln for ln in log.read_text().splitlines() if ln and _step_of(ln) < self.step]
-            atomic_write_text(log, "".join(ln + "\n" for ln in lines))
 
     # -- loop ------------------------------------------------------------------------------
     def _set_lr(self) -> float:
@@ -349,6 +379,11 @@ class Trainer:
     def _gradients(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         """Loss and backward of one step's ``batch`` (in micro-batches with ``micro_batch_size``, the gradient
         still the whole batch's); returns the step's metrics."""
+        if self.engine is not None:
+            from repro.distributed import gradients
+
+            return gradients(self.accelerator, self.engine, batch, self.cfg.micro_batch_size,
+                             self.cfg.reorder_microbatches)
         parts = micro_batches(batch, self.cfg.micro_batch_size)
         if len(parts) == 1:
             loss, metrics = self.loss_fn(self.model, batch)
@@ -384,10 +419,11 @@ class Trainer:
             torch.manual_seed(self.cfg.seed)
             np.random.seed(self.cfg.seed)
             random.seed(self.cfg.seed)
-            (self.out_dir / "metrics.jsonl").unlink(missing_ok=True)
+            if self.main:
+                (self.out_dir / "metrics.jsonl").unlink(missing_ok=True)
         self.model.train()
         bar = tqdm(total=self.cfg.max_steps, initial=self.step, desc=f"train {self.method.name}",
-                   disable=not self.progress, mininterval=2.0)
+                   disable=not (self.progress and self.main), mininterval=2.0)
         done_this_call = 0
         t_start = time.perf_counter()
         while self.step < self.cfg.max_steps and not self.method.finished(self.step):
@@ -399,8 +435,13 @@ class Trainer:
             if self.before_step is not None:
                 self.before_step(self.step, lr)
             metrics = self._gradients(batch)
-            gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip or float("inf"))
-            self.opt.step()
+            if self.engine is not None:
+                from repro.distributed import optimizer_step
+
+                gnorm = optimizer_step(self.accelerator, self.engine, self.opt, self.model, self.cfg.grad_clip)
+            else:
+                gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip or float("inf"))
+                self.opt.step()
             dt = time.perf_counter() - t0
             n_tok = int(batch["input_ids"].numel())
             metrics.update(step=self.step, lr=lr, grad_norm=float(gnorm), seconds=dt,
@@ -408,7 +449,8 @@ class Trainer:
             self.method.observe(self.step, metrics)
             metrics.update({f"method_{k}": v for k, v in self.method.state_dict().items()
                             if isinstance(v, (int, float, str))})
-            append_jsonl(self.out_dir / "metrics.jsonl", metrics)
+            if self.main:
+                append_jsonl(self.out_dir / "metrics.jsonl", metrics)
             self.step += 1
             done_this_call += 1
             bar.update(1)
@@ -418,18 +460,32 @@ class Trainer:
                 self.save_checkpoint()
         bar.close()
         self.model.eval()
-        with atomic_dir(final) as tmp:
-            save_final(self.model, tmp)
-            atomic_write_json(tmp / "train_summary.json", {
-                "steps": self.step, "method": self.method.name, "method_state": self.method.state_dict(),
-                "seconds_this_call": time.perf_counter() - t_start, **run_environment()})
+        state = None
+        if self.engine is not None:
+            from repro.distributed import full_state_dict
+
+            state = full_state_dict(self.accelerator, self.engine)
+        if self.main:
+            with atomic_dir(final) as tmp:
+                if state is None:
+                    save_final(self.model, tmp)
+                else:
+                    self.model.save_pretrained(tmp, state_dict=state)
+                atomic_write_json(tmp / "train_summary.json", {
+                    "steps": self.step, "method": self.method.name, "method_state": self.method.state_dict(),
+                    "seconds_this_call": time.perf_counter() - t_start, **run_environment()})
+        if self.accelerator is not None:
+            self.accelerator.wait_for_everyone()
         return final
 
 
 def run_environment() -> dict:
-    """What a run's bits depend on besides its config: threads, torch version, CPU capability."""
+    """What a run's bits depend on besides its config: threads, torch version, CPU capability, and the number of
+    training processes (``world_size``, 1 without a process group)."""
+    from repro.distributed import world_size
+
     return {"threads": torch.get_num_threads(), "torch": torch.__version__,
-            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "world_size": world_size()}
 
 
 class Interrupted(RuntimeError):

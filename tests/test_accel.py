@@ -1,4 +1,6 @@
 import importlib.util
+import json
+import sys
 
 import pytest
 import torch
@@ -29,10 +31,15 @@ def test_flash_attention_is_refused_clearly_without_gpu():
         check_attn_implementation("xformers")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is not None, reason="deepspeed installed")
-def test_deepspeed_missing_is_a_clear_error():
+def test_deepspeed_missing_is_a_clear_error(monkeypatch):
+    from repro.distributed import make_accelerator
+
+    monkeypatch.setitem(sys.modules, "deepspeed", None)  # as if not installed: its import raises ImportError
+    monkeypatch.delenv("DS_ACCELERATOR", raising=False)
     with pytest.raises(ImportError, match="requirements-gpu.txt"):
         deepspeed_initialize(torch.nn.Linear(2, 2), None, {})
+    with pytest.raises(ImportError, match="deepspeed_config=.*needs DeepSpeed: pip install -r requirements-gpu.txt"):
+        make_accelerator(REPO / "configs" / "deepspeed_zero3.json", global_batch=96)
 
 
 @pytest.mark.gpu
@@ -45,9 +52,16 @@ def test_flash_attention_matches_sdpa_on_gpu(tiny_llama):
     assert torch.allclose(a.float(), b.float(), atol=5e-2)
 
 
-def test_paper_profile_refuses_deepspeed_training_until_wired(tmp_path):
-    from repro.stages import train_extension
+def test_deepspeed_config_of_a_single_process_extension_trains_as_without_it(tmp_path, monkeypatch):
+    """Not launched multi-process, an extension whose profile names the paper's DeepSpeed config trains on the
+    single-process trainer: the smoke FLT's pinned losses (tests/stages/test_seeded.py), world size 1. (The
+    multi-process engines: tests/test_distributed.py.)"""
+    from repro.stages import metrics, train_extension
+    from tests.stages.test_seeded import FLT_LOSSES
 
-    with pytest.raises(NotImplementedError, match="deepspeed_config='configs/deepspeed_zero3.json'"):
-        train_extension("paper", "flt", tmp_path)
-    assert not any(tmp_path.iterdir())
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    p = get_profile("smoke").override(extend={"deepspeed_config": get_profile("paper").extend.deepspeed_config})
+    assert p.extend.deepspeed_config == "configs/deepspeed_zero3.json"
+    final = train_extension(p, "flt", tmp_path, progress=False)
+    assert [r["loss"] for r in metrics(final)] == pytest.approx(FLT_LOSSES, rel=1e-6)
+    assert json.loads((final / "train_summary.json").read_text())["world_size"] == 1

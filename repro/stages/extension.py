@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from repro.data.synthetic import CorpusRows
+from repro.distributed import is_launched, make_accelerator
 from repro.io import read_jsonl
 from repro.profiles import Profile
 from repro.stages.base import train_base
@@ -20,12 +21,15 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     """Extend the base model to the target window with a named arm (:mod:`repro.methods.arms`);
     returns ``final``. Arms that select anchor sentences run the impactful-token analysis first (on the plain
     FLT). ``<arm>@seed<k>`` trains replicate ``k`` of the arm: the same base and analysis, its own data and
-    step seeds (:func:`repro.stages.keys.replicate_profile`)."""
+    step seeds (:func:`repro.stages.keys.replicate_profile`).
+
+    Started by a multi-process launcher (``WORLD_SIZE`` > 1, :mod:`repro.distributed`), the arm trains on every
+    process through DeepSpeed with ``extend.deepspeed_config`` (DDP without one), rank 0 preparing the earlier
+    stages and the data first; a single process trains as without a launcher and leaves ``deepspeed_config`` unused
+    (an engine of one process adds nothing to the single-process trainer)."""
     from repro.data.tokenizer import load_tokenizer
     from repro.methods import extension_spec
     from repro.methods.prepared import PreparedBatches
-    from repro.models import load_model
-    from repro.stages.builders import model_settings
     from repro.train import Trainer, TrainConfig
 
     from repro.methods.arms import rp_arm
@@ -51,10 +55,40 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     if (done := reuse(out, "final", force)) is not None:
         return done
     e = rp.extend
-    if e.deepspeed_config:
-        raise NotImplementedError(
-            f"extend.deepspeed_config={e.deepspeed_config!r}: DeepSpeed training is not wired into the trainer "
-            "yet (repro.accel holds the guarded helpers); set deepspeed_config=None to train single-process")
+    accelerator = None
+    if is_launched():
+        from repro.pipeline import REPO
+
+        ds = e.deepspeed_config and (Path(e.deepspeed_config) if Path(e.deepspeed_config).is_absolute()
+                                     else REPO / e.deepspeed_config)
+        accelerator = make_accelerator(ds or None, global_batch=e.batch_size)
+    with main_process_first(accelerator):
+        model, m, data = _extension_inputs(p, rp, method, arm, spec, run_dir, progress)
+    cfg = TrainConfig.from_section(e, e.steps, schedule="cosine")
+    final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress,
+                    accelerator=accelerator).train()
+    if accelerator is None or accelerator.is_main_process:
+        tok = load_tokenizer(build_corpus(p, run_dir).path / "tokenizer")
+        tok.save_pretrained(final)
+    if accelerator is not None:
+        accelerator.wait_for_everyone()
+    return final
+
+
+def main_process_first(accelerator):
+    """``accelerator.main_process_first()`` (rank 0 builds shared files, the others then read them); a no-op
+    context for a single process."""
+    import contextlib
+
+    return contextlib.nullcontext() if accelerator is None else accelerator.main_process_first()
+
+
+def _extension_inputs(p: Profile, rp: Profile, method: str, arm: str, spec, run_dir: str | Path, progress: bool):
+    """(model loaded from the base with the arm's RoPE, the arm's method, its prepared data folder)."""
+    from repro.data.tokenizer import load_tokenizer
+    from repro.models import load_model
+    from repro.stages.builders import model_settings
+
     anchors = None
     if spec.selection == "anchors":
         # imported here: the analysis stage itself trains FLT through this module
@@ -66,11 +100,7 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     corpus = build_corpus(p, run_dir)
     tok = load_tokenizer(corpus.path / "tokenizer")
     m = extension_method(rp, arm, tok, corpus.rows(), anchors)
-    data = prepare_extension_data(p, method, m, run_dir)
-    cfg = TrainConfig.from_section(e, e.steps, schedule="cosine")
-    final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
-    tok.save_pretrained(final)
-    return final
+    return model, m, prepare_extension_data(p, method, m, run_dir)
 
 
 def prepare_extension_data(p: Profile, method: str, m, run_dir: str | Path = "runs", force: bool = False,
