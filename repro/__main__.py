@@ -8,11 +8,28 @@ synthetic tasks; ``analyze {ig,attention-distance,tokens}``: the analyses; ``ben
 
 from __future__ import annotations
 
+import os
 import sys
 
 from repro.cli import main
 
 __all__ = ["main"]
 
+
+def _exit(code: int) -> None:
+    """Leave with ``code``. A process of a launched run (``torchrun`` / ``accelerate launch``) ends its process
+    group first and then leaves without the interpreter's teardown: gloo's threads, still alive after
+    ``destroy_process_group``, can abort the process there (``terminate called without an active exception``)
+    after every result is written."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())

@@ -1,7 +1,8 @@
 """GPU-only accelerators (flash-attn, DeepSpeed), imported lazily and checked with clear errors.
 
-Neither package is in the CPU install path (``requirements.txt``); GPU users add
-them with ``pip install -r requirements-gpu.txt``. The paper profile asks for
+flash-attn is not in the CPU install path (``requirements.txt``); GPU users add
+it with ``pip install -r requirements-gpu.txt``. DeepSpeed is pinned in ``requirements.txt`` (it runs on CPU
+with gloo, :mod:`repro.distributed`). The paper profile asks for
 ``attn_implementation="flash_attention_2"`` and a DeepSpeed ZeRO-3 config
 (``configs/deepspeed_zero3.json``, CPU optimizer offload as LongRecipe's
 single-GPU runs report in Table 6).
@@ -61,6 +62,7 @@ def deepspeed_initialize(model: torch.nn.Module, optimizer, config: dict):
     try:
         import deepspeed
     except ImportError as e:
-        raise ImportError("DeepSpeed is not installed: pip install -r requirements-gpu.txt") from e
+        raise ImportError("DeepSpeed is not installed: "
+                          "pip install deepspeed==0.19.8 (pinned in requirements.txt)") from e
     engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
     return engine, optimizer

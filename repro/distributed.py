@@ -91,7 +91,7 @@ def make_accelerator(deepspeed_config: str | Path | None = None, global_batch: i
         import deepspeed  # noqa: F401
     except ImportError as e:
         raise ImportError(f"deepspeed_config={str(deepspeed_config)!r} needs DeepSpeed: "
-                          "pip install -r requirements-gpu.txt") from e
+                          "pip install deepspeed==0.19.8 (pinned in requirements.txt)") from e
     from accelerate.utils import DeepSpeedPlugin
 
     if world > 1 and not torch.distributed.is_initialized():

@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 from repro.accumulation import accumulation_scales, answer_count, merge_metrics, micro_batches, target_weight
 from repro.data.balance import order_by_cost
 from repro.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_text, read_json
-from repro.lora import save_final
+from repro.lora import is_lora, save_final
 from repro.loss import chunked_clm_loss, weighted_clm_loss  # noqa: F401  (re-exported)
 from repro.models import forward, forward_hidden, plain_head_weight
 
@@ -300,6 +300,9 @@ class Trainer:
         self.before_step = getattr(method, "before_step", None)
         self.progress = progress
         if cfg.gradient_checkpointing:
+            if not hasattr(model, "activation_checkpointing_enable"):
+                raise ValueError(f"gradient_checkpointing=True needs a transformers model; {type(model).__name__} has "
+                                 "no activation_checkpointing_enable (allowed: gradient_checkpointing=False)")
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         decay, no_decay = [], []
         for n, p in model.named_parameters():
@@ -312,9 +315,16 @@ class Trainer:
         if accelerator is not None:
             from repro import distributed
 
+            plugin = accelerator.state.deepspeed_plugin
+            if is_lora(model) and plugin is not None and plugin.zero_stage == 3:
+                raise ValueError("LoRA adapters with DeepSpeed ZeRO stage 3 are not supported (the merged final "
+                                 "model needs whole weights); allowed: LoRA single-process, under DDP, or ZeRO 0-2")
+
             self.engine, self.opt = distributed.prepare(accelerator, model, self.opt, self.loss_fn, cfg.grad_clip)
         self.main = accelerator is None or accelerator.is_main_process
         """Whether this process writes logs, checkpoints and the final model (rank 0)."""
+        self.world_size = 1 if accelerator is None else accelerator.num_processes
+        """Training processes (each trains its share of every step's rows)."""
 
     # -- checkpoints -----------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
@@ -467,7 +477,7 @@ class Trainer:
             state = full_state_dict(self.accelerator, self.engine)
         if self.main:
             with atomic_dir(final) as tmp:
-                if state is None:
+                if state is None or is_lora(self.model):  # LoRA (DDP: whole weights on every rank): merged
                     save_final(self.model, tmp)
                 else:
                     self.model.save_pretrained(tmp, state_dict=state)

@@ -23,7 +23,7 @@ from repro.profiles import get_profile
 from repro.train import Trainer, clm_step
 from tests.dist_worker import UnevenRows, tiny_model, train_config
 
-ZERO3_CPU = Path(__file__).parent / "deepspeed_zero3_cpu.json"
+ZERO3_CPU = Path(__file__).parents[1] / "configs" / "deepspeed_zero3_cpu.json"
 SPEC = {"steps": 4, "checkpoint_every": 2}
 TIMEOUT = 240
 

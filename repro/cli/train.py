@@ -49,6 +49,19 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="bytes read per built-in source of corpus:* specs (default 2,000,000)")
     t.add_argument("--checkpoint-every", type=int, default=0, help="checkpoint interval in steps (0: final only)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument("--lora", type=int, default=0, metavar="R",
+                   help="train LoRA adapters of rank R through peft (0: full fine-tuning; repro.lora)")
+    t.add_argument("--lora-alpha", type=positive_float, default=None, help="LoRA alpha (default 2 x rank)")
+    t.add_argument("--lora-targets", default=None,
+                   help="comma-separated module names that get adapters (default q_proj,k_proj,v_proj,o_proj)")
+    t.add_argument("--lora-trainable", default=None,
+                   help="comma-separated parameter-name parts trained in full beside the adapters "
+                        "(LongLoRA: embed_tokens,norm)")
+    t.add_argument("--deepspeed", default=None, metavar="CONFIG",
+                   help="DeepSpeed JSON config (e.g. configs/deepspeed_zero3.json); with a launcher "
+                        "(accelerate launch / torchrun) every process trains its share of each step's rows")
+    t.add_argument("--gradient-checkpointing", action="store_true",
+                   help="recompute decoder layers in the backward pass (less activation memory)")
     return t
 
 
@@ -84,6 +97,13 @@ def check_args(args: argparse.Namespace) -> None:
         raise CLIError(f"--checkpoint-every {args.checkpoint_every}; allowed: 0 (final only) or >= 1")
     if args.lr is not None and args.lr > 1:
         raise CLIError(f"--lr {args.lr}; allowed: 0 < --lr <= 1")
+    if args.lora < 0:
+        raise CLIError(f"--lora {args.lora}; allowed: 0 (full fine-tuning) or a rank >= 1")
+    if args.lora == 0 and any(v is not None for v in (args.lora_alpha, args.lora_targets, args.lora_trainable)):
+        raise CLIError("--lora-alpha/--lora-targets/--lora-trainable need --lora R; allowed: a rank R >= 1")
+    if args.deepspeed is not None and not Path(args.deepspeed).is_file():
+        raise CLIError(f"--deepspeed {args.deepspeed!r} does not exist; allowed: a DeepSpeed JSON config "
+                       "(e.g. configs/deepspeed_zero3.json)")
     if args.anchors is not None and not Path(args.anchors).is_file():
         raise CLIError(f"--anchors {args.anchors!r} does not exist; allowed: a JSON file of token ids")
     parse_data_spec(args.data)
@@ -122,6 +142,57 @@ def run_profile(args: argparse.Namespace):
         raise CLIError(str(e)) from e
 
 
+def lora_spec(args: argparse.Namespace):
+    """The :class:`repro.lora.LoraSpec` of ``--lora*`` (None without ``--lora``)."""
+    from repro.lora import LoraSpec
+
+    if not args.lora:
+        return None
+    kw: dict = {"r": args.lora, "alpha": args.lora_alpha or 2.0 * args.lora}
+    if args.lora_targets:
+        kw["target_modules"] = tuple(t for t in args.lora_targets.split(",") if t)
+    if args.lora_trainable:
+        kw["trainable"] = tuple(t for t in args.lora_trainable.split(",") if t)
+    try:
+        return LoraSpec(**kw)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+
+
+def zero_stage(path: str | None) -> int:
+    """``zero_optimization.stage`` of a DeepSpeed config (0 without one); a config that does not parse is a
+    :class:`CLIError`."""
+    import json
+
+    if path is None:
+        return 0
+    try:
+        return int(json.loads(Path(path).read_text()).get("zero_optimization", {}).get("stage", 0))
+    except (ValueError, AttributeError) as e:
+        raise CLIError(f"--deepspeed {path!r} is not a DeepSpeed JSON config: {e}") from e
+
+
+def make_run_accelerator(args: argparse.Namespace, global_batch: int):
+    """The engine of this process (:func:`repro.distributed.make_accelerator`): DDP when started by a launcher
+    without ``--deepspeed``, DeepSpeed with it (one process of its own when not launched); None for a plain
+    single-process run."""
+    from repro.distributed import is_launched, make_accelerator
+
+    if args.deepspeed is None and not is_launched():
+        return None
+    if not is_launched():  # DeepSpeed in one process (one GPU with CPU offload): a process group of one
+        import os
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        for k, v in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                     "MASTER_PORT": str(port)}.items():
+            os.environ.setdefault(k, v)
+    return make_accelerator(args.deepspeed, global_batch=global_batch)
+
+
 def build_trainer(args: argparse.Namespace) -> TrainRun:
     """Parsed ``train`` arguments -> a :class:`TrainRun` (model loaded, method built, nothing trained yet)."""
     from repro.cli import data as cli_data
@@ -152,9 +223,26 @@ def build_trainer(args: argparse.Namespace) -> TrainRun:
         raise CLIError(f"--tokenizer has {len(tok)} tokens but the model's vocabulary is {model.config.vocab_size}; "
                        "allowed: the model's own tokenizer")
     prepare_model(p, method, model)
+    spec = lora_spec(args)
+    if spec is not None:
+        if zero_stage(args.deepspeed) == 3:
+            raise CLIError(f"--lora with --deepspeed {args.deepspeed!r} (ZeRO stage 3); allowed: LoRA single-process, "
+                           "under DDP, or with a ZeRO stage 0-2 config")
+        from repro.lora import apply_lora
+
+        try:
+            model = apply_lora(model, spec)
+        except ValueError as e:
+            raise CLIError(f"--lora-targets/--lora-trainable: {e}") from e
     cfg = train_config(p, arm)
-    output_dir(out)
-    trainer = Trainer(model, method, cfg, out, progress=not args.no_progress)
+    if args.gradient_checkpointing:
+        from dataclasses import replace
+
+        cfg = replace(cfg, gradient_checkpointing=True)
+    accelerator = make_run_accelerator(args, p.extend.batch_size)
+    if accelerator is None or accelerator.is_main_process:
+        output_dir(out)
+    trainer = Trainer(model, method, cfg, out, progress=not args.no_progress, accelerator=accelerator)
     return TrainRun(trainer, tok, out, arm, p)
 
 
@@ -163,9 +251,14 @@ def main(args: argparse.Namespace) -> int:
     from repro.io import atomic_write_json
 
     run = build_trainer(args)
-    atomic_write_json(run.out / "run.json", {"args": vars(args), "arm": run.arm, "profile": run.profile.name,
-                                             "train_config": run.trainer.cfg})
+    main_rank = run.trainer.main
+    if main_rank:
+        atomic_write_json(run.out / "run.json", {"args": vars(args), "arm": run.arm, "profile": run.profile.name,
+                                                 "train_config": run.trainer.cfg,
+                                                 "world_size": run.trainer.world_size})
     final = run.trainer.train()
-    run.tokenizer.save_pretrained(final)
-    print(f"trained {args.method} ({run.arm}) for {run.trainer.step} steps -> {final}")
+    if main_rank:
+        run.tokenizer.save_pretrained(final)
+        print(f"trained {args.method} ({run.arm}) for {run.trainer.step} steps on {run.trainer.world_size} "
+              f"process(es) -> {final}")
     return 0

@@ -2,10 +2,13 @@
 
 import json
 import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import torch
 
 from repro.__main__ import main
 from repro.io import read_jsonl
@@ -92,3 +95,62 @@ def test_python_m_repro_train_subprocess(tiny_model_dir, text_folder, tmp_path):
                           "--target", "128", "--data", f"folder:{text_folder}"], cwd=REPO, capture_output=True,
                          text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: unknown method 'nope'")
+
+
+def test_lora_trains_adapters_and_saves_the_merged_model(tiny_model_dir, text_folder, tmp_path):
+    """``--lora 4``: the final folder holds the merged model and the adapters; the merge changed the attention
+    projections (the adapters' targets) and left every other weight bitwise as the base had it."""
+    from safetensors.torch import load_file
+
+    out = tmp_path / "lora"
+    assert main(_args(tiny_model_dir, text_folder, out, "flt", 3, "--lora", "4")) == 0
+    assert (out / "final" / "adapter" / "adapter_model.safetensors").exists()
+    base, merged = load_file(tiny_model_dir / "model.safetensors"), load_file(out / "final" / "model.safetensors")
+    assert set(base) == set(merged)
+    changed = {k for k in base if not torch.equal(base[k], merged[k])}
+    assert changed and all(k.split(".")[-2] in ("q_proj", "k_proj", "v_proj", "o_proj") for k in changed)
+    assert len(read_jsonl(out / "metrics.jsonl")) == 3
+
+
+def test_gradient_checkpointing_gives_the_same_losses(tiny_model_dir, text_folder, tmp_path):
+    losses = {}
+    for name, extra in (("plain", ()), ("ckpt", ("--gradient-checkpointing",))):
+        assert main(_args(tiny_model_dir, text_folder, tmp_path / name, "selfdistill", 3, *extra)) == 0
+        losses[name] = [r["loss"] for r in read_jsonl(tmp_path / name / "metrics.jsonl")]
+    assert losses["ckpt"] == pytest.approx(losses["plain"], rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("extra,named", [
+    (("--lora", "-1"), "--lora -1; allowed"),
+    (("--lora-alpha", "8"), "need --lora R; allowed"),
+    (("--lora", "4", "--lora-targets", "c_attn"), "['c_attn'] match no module"),
+    (("--deepspeed", "/no/such.json"), "--deepspeed '/no/such.json' does not exist; allowed"),
+    (("--lora", "4", "--deepspeed", "configs/deepspeed_zero3_cpu.json"), "(ZeRO stage 3); allowed"),
+])
+def test_bad_engine_and_adapter_arguments(tiny_model_dir, text_folder, tmp_path, capsys, extra, named):
+    extra = tuple(str(REPO / e) if e.startswith("configs/") else e for e in extra)
+    out = tmp_path / "bad"
+    assert main(_args(tiny_model_dir, text_folder, out, "flt", 1, *extra)) == 2
+    assert named in capsys.readouterr().err
+    assert not (out / "final").exists() and not (out / "metrics.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_two_processes_under_accelerate_launch_with_deepspeed_match_one(tiny_model_dir, text_folder, tmp_path):
+    """``accelerate launch`` (2 CPU processes, gloo) with DeepSpeed ZeRO-3: every step's logged loss equals the
+    single-process run's on the same global batch (fp32 tolerance); rank 0 wrote the final model."""
+    two = tmp_path / "two"
+    launcher = Path(sys.executable).with_name("accelerate")
+    proc = subprocess.run([str(launcher), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                           "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "repro",
+                           *_args(tiny_model_dir, text_folder, two, "pose", 3),
+                           "--deepspeed", str(REPO / "configs" / "deepspeed_zero3_cpu.json")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "on 2 process(es)" in proc.stdout
+    assert json.loads((two / "final" / "train_summary.json").read_text())["world_size"] == 2
+    assert main(_args(tiny_model_dir, text_folder, tmp_path / "one_pose", "pose", 3)) == 0
+    got = [r["loss"] for r in read_jsonl(two / "metrics.jsonl")]
+    want = [r["loss"] for r in read_jsonl(tmp_path / "one_pose" / "metrics.jsonl")]
+    assert len(got) == 3 and got == pytest.approx(want, rel=1e-5)
