@@ -13,6 +13,10 @@
    (:func:`repro.stages.builders.scaled_profile`), a tiny random Llama, a small BPE tokenizer and the built-in
    corpus (substitutions are printed in the notes: ``sdpa`` for the attention, built-in streams for missing
    ProLong sources, the most frequent tokens as LongRecipe's anchors, single process instead of DeepSpeed).
+5. ``engine``: when the profile names a DeepSpeed config, one optimizer step of ``pose`` through it, in a process
+   of its own (``python -m repro train --deepspeed CONFIG``, :func:`engine_step`): the engine starts with the
+   config's ZeRO stage, precision and optimizer offload, on the same tiny model. On CPU the first run builds
+   DeepSpeed's CPU Adam extension (about a minute, cached afterwards).
 
 Prints one line per check (``ok`` / ``missing`` / ``error``) and returns 0 only when every check is ``ok``.
 """
@@ -183,6 +187,7 @@ def step_methods(p, methods: Sequence[str], report: Report, workdir: Path) -> No
     model_path = workdir / "tiny"
     build_tiny(tiny, len(tok), 4 * STEP_TARGET, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id).save_pretrained(
         model_path)
+    tok.save_pretrained(model_path)
     corpus = cli_data.builtin_corpus(tok, 300_000)
     rows = cli_data.corpus_rows([corpus.tokens[a:b].astype(np.int64) for a, b in zip(corpus.offsets[:-1],
                                                                                     corpus.offsets[1:])])
@@ -213,6 +218,44 @@ def step_methods(p, methods: Sequence[str], report: Report, workdir: Path) -> No
                        f"{type(e).__name__}: {e} [{Path(where.filename).name}:{where.lineno}]"[:300])
 
 
+def engine_step(p, report: Report, workdir: Path, timeout: float = 900) -> None:
+    """One step of ``pose`` through the profile's DeepSpeed config in a child process (the command a user runs,
+    single process) on :func:`step_methods`' tiny model (``workdir / "tiny"``) and the built-in code corpus."""
+    import os
+    import subprocess
+    import sys
+
+    from repro.io import read_jsonl
+    from repro.pipeline import REPO
+
+    ds = p.extend.deepspeed_config
+    if not ds:
+        report.add("engine", "deepspeed", "ok", "none configured")
+        return
+    if (workdir / "tiny" / "config.json").exists() is False or _local(ds) is None:
+        report.add("engine", f"deepspeed {ds}", "error", "no tiny model (the step checks failed) or no config file")
+        return
+    t0, out = time.perf_counter(), workdir / "engine"
+    cmd = [sys.executable, "-m", "repro", "train", "--model", str(workdir / "tiny"), "--method", "pose",
+           "--target", str(STEP_TARGET), "--base-window", str(STEP_BASE_WINDOW), "--data", "corpus:code",
+           "--data-bytes", "300000", "--steps", "1", "--batch-size", str(STEP_BATCH), "--profile", "smoke",
+           "--out", str(out), "--no-progress", "--deepspeed", str(_local(ds))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        report.add("engine", f"deepspeed {ds}", "error", f"no step within {timeout:.0f} s")
+        return
+    if proc.returncode != 0:
+        last = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["(no output)"]
+        report.add("engine", f"deepspeed {ds}", "error", f"exit {proc.returncode}: {last[0]}"[:300])
+        return
+    loss = read_jsonl(out / "metrics.jsonl")[-1]["loss"]
+    status = "ok" if math.isfinite(loss) else "error"
+    report.add("engine", f"deepspeed {ds}", status, f"one step of pose: loss {loss:.3f}, "
+               f"{time.perf_counter() - t0:.1f} s (one process)")
+
+
 def _spec_docs(spec, corpus, tok, threshold):
     from repro.data.long_sources import source_documents
 
@@ -229,8 +272,10 @@ def _streams(q, docs: dict) -> list:
             for n, s in q.prolong.sources]
 
 
-def dry_run(profile: str, methods: Sequence[str] | None = None, workdir: str | Path | None = None) -> int:
-    """Run every check of the module docstring on ``profile``; 0 when all are ok, else 1."""
+def dry_run(profile: str, methods: Sequence[str] | None = None, workdir: str | Path | None = None,
+            engine: bool = True) -> int:
+    """Run every check of the module docstring on ``profile`` (``engine=False``: all but the DeepSpeed step); 0 when
+    all are ok, else 1."""
     from repro.profiles import get_profile
     from repro.stages.builders import CLI_METHODS
 
@@ -250,7 +295,10 @@ def dry_run(profile: str, methods: Sequence[str] | None = None, workdir: str | P
     check_sources(p, report)
     check_accel(p, report)
     with tempfile.TemporaryDirectory(prefix="repro-dry-run-") as tmp:
-        step_methods(p, methods, report, Path(workdir) if workdir else Path(tmp))
+        work = Path(workdir) if workdir else Path(tmp)
+        step_methods(p, methods, report, work)
+        if engine:
+            engine_step(p, report, work)
     bad_rows = [r for r in report.rows if r[2] != "ok"]
     print(f"dry run: {len(report.rows) - len(bad_rows)}/{len(report.rows)} ok in {time.perf_counter() - t0:.1f} s"
           + (f"; not ok: {', '.join(f'{r[0]} {r[1]}' for r in bad_rows)}" if bad_rows else ""))

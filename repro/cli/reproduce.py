@@ -26,6 +26,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="check configs, data sources, accelerator configs and one step per method; train nothing")
     r.add_argument("--methods", default=None,
                    help="--dry-run: comma-separated methods to step (default: all of them)")
+    r.add_argument("--no-engine", action="store_true",
+                   help="--dry-run: skip the step through the profile's DeepSpeed config (a process of its own)")
     return r
 
 
@@ -37,7 +39,8 @@ def main(args: argparse.Namespace) -> int:
     if args.dry_run:
         from repro.cli.dry_run import dry_run
 
-        return dry_run(args.profile, methods=args.methods.split(",") if args.methods else None)
+        return dry_run(args.profile, methods=args.methods.split(",") if args.methods else None,
+                       engine=not args.no_engine)
     from repro.pipeline import reproduce
 
     t0 = time.perf_counter()

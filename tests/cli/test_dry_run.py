@@ -1,9 +1,13 @@
 """``reproduce --profile paper --dry-run``: configs and accelerator configs check out, the missing data sources
-are reported, one step of each method runs, and the exit status says something is missing."""
+are reported, one step of each method runs (and one through the paper's DeepSpeed config), and the exit status
+says something is missing."""
+
+import pytest
 
 from repro.__main__ import main
 
 
+@pytest.mark.slow
 def test_paper_dry_run_reports_missing_sources_and_steps_every_method(capsys):
     assert main(["reproduce", "--profile", "paper", "--dry-run"]) == 1  # the paper's data is not here
     out = capsys.readouterr().out
@@ -16,6 +20,10 @@ def test_paper_dry_run_reports_missing_sources_and_steps_every_method(capsys):
     assert set(steps) == {"flt", "pose", "rpes", "longrecipe", "selfdistill", "longce", "cdt", "prolong"}
     assert all(s == "ok" for s in steps.values()), out
     assert any(ln[:2] == ["accel", "deepspeed"] and ln[3] == "ok" for ln in lines)
+    # one step through the paper's own DeepSpeed config (ZeRO-3, bf16, CPU optimizer offload) in a child process
+    engine = [ln for ln in lines if ln[:2] == ["engine", "deepspeed"]]
+    assert len(engine) == 1 and engine[0][2] == "configs/deepspeed_zero3.json" and engine[0][3] == "ok", out
+    assert float(engine[0][engine[0].index("loss") + 1].rstrip(",")) > 0
 
 
 def test_dry_run_unknown_method_and_profile(capsys):
