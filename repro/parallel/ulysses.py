@@ -98,30 +98,18 @@ def _head_to_seq(y: torch.Tensor, group, world: int) -> torch.Tensor:
     return recv.transpose(0, 1).reshape(B, hl * world, T // world, D)
 
 
-class _SeqToHead(torch.autograd.Function):
-    """:func:`_seq_to_head` with its inverse as the backward pass."""
+class _AllToAll(torch.autograd.Function):
+    """An all-to-all ``there`` (:func:`_seq_to_head` or :func:`_head_to_seq`) with its inverse ``back`` as the
+    backward pass."""
 
     @staticmethod
-    def forward(ctx, x, group, world):
-        ctx.group, ctx.world = group, world
-        return _seq_to_head(x, group, world)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _head_to_seq(grad.contiguous(), ctx.group, ctx.world), None, None
-
-
-class _HeadToSeq(torch.autograd.Function):
-    """:func:`_head_to_seq` with its inverse as the backward pass."""
-
-    @staticmethod
-    def forward(ctx, y, group, world):
-        ctx.group, ctx.world = group, world
-        return _head_to_seq(y, group, world)
+    def forward(ctx, x, group, world, there, back):
+        ctx.group, ctx.world, ctx.back = group, world, back
+        return there(x, group, world)
 
     @staticmethod
     def backward(ctx, grad):
-        return _seq_to_head(grad.contiguous(), ctx.group, ctx.world), None, None
+        return ctx.back(grad.contiguous(), ctx.group, ctx.world), None, None, None, None
 
 
 def seq_to_head(x: torch.Tensor, group, world: int) -> torch.Tensor:
@@ -130,12 +118,12 @@ def seq_to_head(x: torch.Tensor, group, world: int) -> torch.Tensor:
     if x.shape[1] % world:
         raise ValueError(f"{x.shape[1]} heads do not split over a sequence-parallel group of {world}; allowed: "
                          f"a head count divisible by {world}")
-    return _SeqToHead.apply(x, group, world)
+    return _AllToAll.apply(x, group, world, _seq_to_head, _head_to_seq)
 
 
 def head_to_seq(y: torch.Tensor, group, world: int) -> torch.Tensor:
     """Differentiable inverse of :func:`seq_to_head`."""
-    return _HeadToSeq.apply(y, group, world)
+    return _AllToAll.apply(y, group, world, _head_to_seq, _seq_to_head)
 
 
 def _full_positions(position_ids: torch.Tensor, state: SPState, B: int, t: int) -> torch.Tensor:
