@@ -210,7 +210,8 @@ def compare_runs(dir_a: str | Path, dir_b: str | Path,
         if not r.is_dir():
             raise FileNotFoundError(f"run folder {r} does not exist; allowed: an existing folder")
     fa, fb = run_files(root_a), run_files(root_b)
-    out = [f"{f}: only in a" for f in sorted(set(fa) - set(fb))] + [f"{f}: only in b" for f in sorted(set(fb) - set(fa))]
+    out = [f"{f}: only in a" for f in sorted(set(fa) - set(fb))]
+    out += [f"{f}: only in b" for f in sorted(set(fb) - set(fa))]
     for rel in sorted(set(fa) & set(fb)):
         out += compare_file(rel, root_a / rel, root_b / rel, root_a, root_b, volatile)
     return out
