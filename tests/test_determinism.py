@@ -104,3 +104,12 @@ def test_two_runs_of_the_positions_notebook_give_the_same_figures_and_tables(tmp
     assert set(stamp["environment"]) == ENV_FIELDS
     cells = json.loads((nb / "positions.ipynb").read_text())["cells"]
     assert [c["id"] for c in cells if "injected-parameters" in c["metadata"].get("tags", [])] == [INJECTED_CELL_ID]
+
+
+def test_evaluation_records_carry_the_environment_and_return_without_it(tmp_path):
+    from repro.stages.cache import cached_json
+
+    path = tmp_path / "eval" / "rec.json"
+    fresh = cached_json(path, False, lambda: {"score": 1.0})
+    assert fresh == {"score": 1.0} == cached_json(path, False, lambda: 1 / 0)  # cached: not recomputed
+    assert set(read_json(path)["environment"]) == ENV_FIELDS
