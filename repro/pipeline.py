@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from repro.io import atomic_write_json, config_hash, read_json
+from repro.io import atomic_write_json, atomic_write_text, config_hash, read_json
+from repro.manifest import with_environment
 from repro.papers import ALL, PAPERS, check_paper
 from repro.profiles import get_profile
 
@@ -118,9 +119,10 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
         pm.execute_notebook(str(nb_dir / f"{s.name}.ipynb"), str(tmp), kernel_name="python3",
                             parameters=_params(p.name, run_dir, figures_dir, force, paper), cwd=str(nb_dir),
                             progress_bar=False, log_output=False)
-        tmp.replace(executed)
+        atomic_write_text(executed, _stable_cell_ids(tmp.read_text(encoding="utf-8")))
+        tmp.unlink()
         dt = time.perf_counter() - t0
-        atomic_write_json(stamp, {"key": keys[s.name], "seconds": dt, "profile": p.name})
+        atomic_write_json(stamp, with_environment({"key": keys[s.name], "seconds": dt, "profile": p.name}))
         status[s.name] = {"status": "ran", "seconds": dt}
         log(f"[{s.name}] done in {dt:.1f} s")
     return status
@@ -129,3 +131,19 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
 def _params(profile: str, run_dir: Path, figures_dir: Path, force: bool, paper: str) -> dict:
     return {"profile": profile, "run_dir": str(run_dir), "figures_dir": str(figures_dir), "force": force,
             "paper": paper}
+
+
+INJECTED_CELL_ID = "injected-parameters"
+"""The id given to the parameters cell that papermill adds (it would get a random one each run)."""
+
+
+def _stable_cell_ids(text: str) -> str:
+    """An executed notebook's JSON with the injected parameters cell's random id replaced by
+    :data:`INJECTED_CELL_ID`, so two runs of the same notebook differ only in their timings."""
+    import nbformat
+
+    nb = nbformat.reads(text, as_version=nbformat.NO_CONVERT)
+    for cell in nb.cells:
+        if "id" in cell and "injected-parameters" in cell.get("metadata", {}).get("tags", []):
+            cell["id"] = INJECTED_CELL_ID
+    return nbformat.writes(nb) + "\n"

@@ -490,12 +490,13 @@ class Trainer:
 
 
 def run_environment() -> dict:
-    """What a run's bits depend on besides its config: threads, torch version, CPU capability, and the number of
-    training processes (``world_size``, 1 without a process group)."""
+    """What a run's bits depend on besides its config: :func:`repro.manifest.environment` (threads, torch version,
+    CPU capability and model, library versions) and the number of training processes (``world_size``, 1 without a
+    process group)."""
     from repro.distributed import world_size
+    from repro.manifest import environment
 
-    return {"threads": torch.get_num_threads(), "torch": torch.__version__,
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "world_size": world_size()}
+    return {**environment(), "world_size": world_size()}
 
 
 class Interrupted(RuntimeError):

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from repro.io import atomic_dir, atomic_write_json, read_json
+from repro.manifest import environment
 
 ARRAYS: tuple[str, ...] = ("input_ids", "position_ids", "weights", "doc_ids", "answer_group",
                            "perturbed_position_ids", "split", "kl_mask")
@@ -87,7 +88,8 @@ def prepare_batches(method, steps: int, out: str | Path, workers: int = 1) -> Pa
             np.save(tmp / f"{k}.npy", a, allow_pickle=False)
         atomic_write_json(tmp / "prepared.json", {"method": method.name, "steps": steps, "states": states,
                                                   "start_state": start_state, "workers": workers,
-                                                  "seconds": time.perf_counter() - t0})
+                                                  "seconds": time.perf_counter() - t0,
+                                                  "environment": environment()})
     return out
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from repro.io import atomic_dir, atomic_write_json, read_json
+from repro.manifest import environment
 from repro.profiles import Profile
 from repro.stages.base import train_base
 from repro.stages.cache import as_profile, reuse, stage_dir
@@ -62,7 +63,7 @@ def impactful_tokens(profile: Profile | str, run_dir: str | Path = "runs", force
                 "anchors": [int(a) for a in res.anchors],
                 "anchor_pieces": [tok.decode([int(a)]) for a in res.anchors],
                 "texts": lr.analysis_texts, "length": p.extend.target_window, "source": lr.analysis_source,
-                "seconds": round(time.perf_counter() - t0, 1)})
+                "seconds": round(time.perf_counter() - t0, 1), "environment": environment()})
     summary = read_json(out / "summary.json")
     return {"path": out, "anchors": np.asarray(summary["anchors"], dtype=np.int64), "summary": summary}
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from repro.io import atomic_write_json, config_hash, read_json
+from repro.manifest import ENVIRONMENT_KEY, with_environment
 from repro.profiles import Profile, get_profile
 
 STAGE_VERSION: dict[str, int | None] = {"corpus": 1, "base": 1, "extend": 1, "eval": 1, "analysis": 1, "replay": 1,
@@ -70,7 +71,10 @@ def reuse(path: Path, done: str, force: bool) -> Path | None:
 
 def cached_json(path: Path, force: bool, compute: Callable[[], Mapping[str, Any]]) -> dict:
     """The JSON record at ``path``, computed by ``compute()`` and written atomically when missing
-    (or when ``force``). Fresh and cached calls return the same thing: the record as read back."""
+    (or when ``force``), with :func:`repro.manifest.environment` under ``environment``. Fresh and cached calls
+    return the same thing: the record as read back, less that manifest field."""
     if force or not path.exists():
-        atomic_write_json(path, compute())
-    return read_json(path)
+        atomic_write_json(path, with_environment(dict(compute())))
+    rec = read_json(path)
+    rec.pop(ENVIRONMENT_KEY, None)
+    return rec

@@ -14,6 +14,7 @@ from repro.data.corpus import Document, iter_source, manifest
 from repro.data.synthetic import CorpusRows
 from repro.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from repro.io import atomic_dir, atomic_write_json, atomic_write_text, read_json, read_jsonl
+from repro.manifest import environment
 from repro.profiles import Profile
 from repro.stages.cache import as_profile, reuse, stage_dir
 from repro.stages.keys import corpus_key
@@ -92,7 +93,7 @@ def build_corpus(profile: Profile | str, run_dir: str | Path = "runs", force: bo
                 json.dumps({"source": d.source, "name": d.name, "text": d.text}) + "\n" for d in docs))
             m = manifest(docs, counts)
             m.update(tokenizer={"vocab_size": len(tok), "pretrained": p.tokenizer.pretrained},
-                     build_seconds=round(time.perf_counter() - t0, 1), config=p.corpus)
+                     build_seconds=round(time.perf_counter() - t0, 1), config=p.corpus, environment=environment())
             atomic_write_json(tmp / "manifest.json", m)
     return _load_corpus(str(path))
 

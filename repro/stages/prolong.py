@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from repro.io import atomic_dir, atomic_write_json, read_json
+from repro.manifest import with_environment
 from repro.profiles import Profile
 from repro.stages.cache import as_profile, reuse, stage_dir, stage_key
 
@@ -112,7 +113,7 @@ def build_streams(profile: Profile | str, run_dir: str | Path = "runs", force: b
             manifest["sources"][name] = {"spec": spec, "kind": "long" if long else "short",
                                          **long_tokens(docs, thr), "kept_documents": len(kept),
                                          "kept_tokens": int(sum(len(d) for d in kept))}
-        atomic_write_json(tmp / "manifest.json", manifest)
+        atomic_write_json(tmp / "manifest.json", with_environment(manifest))
     return out
 
 

@@ -1,0 +1,115 @@
+"""Same seed, same bytes: two from-scratch runs of a training stage and of a notebook write identical artifacts
+up to their volatile fields (:mod:`repro.determinism`); a real difference is reported."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from repro.determinism import compare_runs
+from repro.io import read_json, read_jsonl
+from repro.manifest import environment
+from repro.pipeline import INJECTED_CELL_ID, REPO, reproduce
+from repro.profiles import get_profile
+
+ENV_FIELDS = {"threads", "torch", "cpu_capability", "cpu_model", "transformers", "numpy", "python"}
+
+_TRAIN_BASE = """
+import sys
+from repro.stages.base import train_base
+train_base("smoke", run_dir=sys.argv[1], progress=False)
+"""
+
+
+def _train_base_in_a_fresh_process(run_dir, hash_seed: str) -> None:
+    """The smoke profile's corpus and base stages from scratch in their own process (its own string-hash seed, so
+    anything that depends on set order shows; the trainer pins the profile's thread count)."""
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed,
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    subprocess.run([sys.executable, "-c", _TRAIN_BASE, str(run_dir)], check=True, cwd=REPO, env=env,
+                   capture_output=True, text=True)
+
+
+def test_environment_names_what_decides_the_bits():
+    env = environment()
+    assert set(env) == ENV_FIELDS
+    assert env["threads"] >= 1 and env["cpu_model"] and env["cpu_capability"]
+    json.dumps(env)  # plain JSON values
+
+
+def _two_runs(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        (root / "ckpt").mkdir(parents=True)
+        (root / "ckpt" / "model.safetensors").write_bytes(bytes(range(64)))
+        rec = {"checkpoint": str(root / "ckpt"), "score": 0.5, "seconds": 1.0 if root == a else 2.5,
+               "environment": {"threads": 1}}
+        (root / "rec.json").write_text(json.dumps(rec))
+        (root / "metrics.jsonl").write_text(json.dumps({"step": 0, "loss": 1.0, "tokens_per_s": 3.0}) + "\n")
+    (b / "rec.json").write_text((b / "rec.json").read_text().replace('"threads": 1', '"threads": 8'))
+    (b / "metrics.jsonl").write_text(json.dumps({"step": 0, "loss": 1.0, "tokens_per_s": 9.5}) + "\n")
+    return a, b
+
+
+def test_compare_runs_skips_volatile_fields_and_the_run_folder(tmp_path):
+    a, b = _two_runs(tmp_path)
+    assert compare_runs(a, b) == []  # timings, environment and absolute paths differ only
+
+
+def test_compare_runs_reports_one_changed_byte_a_changed_value_and_a_missing_file(tmp_path):
+    a, b = _two_runs(tmp_path)
+    weights = bytearray((b / "ckpt" / "model.safetensors").read_bytes())
+    weights[17] ^= 1
+    (b / "ckpt" / "model.safetensors").write_bytes(bytes(weights))
+    assert compare_runs(a, b) == ["ckpt/model.safetensors: bytes differ (64 vs 64 bytes)"]
+    (b / "metrics.jsonl").write_text(json.dumps({"step": 0, "loss": 1.0000001, "tokens_per_s": 3.0}) + "\n")
+    (a / "extra.npy").write_bytes(b"\0")
+    assert compare_runs(a, b) == ["extra.npy: only in a", "ckpt/model.safetensors: bytes differ (64 vs 64 bytes)",
+                                  "metrics.jsonl: [0].loss: 1.0 != 1.0000001"]
+
+
+@pytest.mark.slow
+def test_two_from_scratch_runs_of_a_training_stage_are_byte_identical(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    _train_base_in_a_fresh_process(a, "1")
+    _train_base_in_a_fresh_process(b, "2")
+    assert compare_runs(a, b) == []
+    (base,) = (a / "smoke").glob("base-*")
+    other = b / "smoke" / base.name
+    assert (base / "final" / "model.safetensors").read_bytes() == (other / "final" / "model.safetensors").read_bytes()
+    assert read_jsonl(base / "metrics.jsonl") != read_jsonl(other / "metrics.jsonl")  # timings do differ
+    summary = read_json(base / "final" / "train_summary.json")
+    # the stage pins its own thread count (the profile's), whatever the process had
+    assert ENV_FIELDS <= set(summary) and summary["threads"] == get_profile("smoke").base.threads
+    assert summary["world_size"] == 1
+    (corpus,) = (a / "smoke").glob("corpus-*")
+    assert set(read_json(corpus / "manifest.json")["environment"]) == ENV_FIELDS
+
+
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_two_runs_of_the_positions_notebook_give_the_same_figures_and_tables(tmp_path):
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for root in roots:
+        reproduce("smoke", only="positions", run_dir=root / "runs", figures_dir=root / "figures", log=lambda *_: None)
+    assert compare_runs(*roots) == []
+    a, b = (r / "figures" for r in roots)
+    figures = sorted(p.name for p in a.iterdir() if p.suffix in (".png", ".pdf", ".csv", ".md"))
+    assert "LR-Fig2.png" in figures and "LR-Fig2.csv" in figures
+    assert all((a / f).read_bytes() == (b / f).read_bytes() for f in figures if f != "INDEX.md")
+    nb = roots[0] / "runs" / "smoke" / "notebooks"
+    stamp = read_json(nb / "positions.done.json")
+    assert set(stamp["environment"]) == ENV_FIELDS
+    cells = json.loads((nb / "positions.ipynb").read_text())["cells"]
+    assert [c["id"] for c in cells if "injected-parameters" in c["metadata"].get("tags", [])] == [INJECTED_CELL_ID]
+
+
+def test_evaluation_records_carry_the_environment_and_return_without_it(tmp_path):
+    from repro.stages.cache import cached_json
+
+    path = tmp_path / "eval" / "rec.json"
+    fresh = cached_json(path, False, lambda: {"score": 1.0})
+    assert fresh == {"score": 1.0} == cached_json(path, False, lambda: 1 / 0)  # cached: not recomputed
+    assert set(read_json(path)["environment"]) == ENV_FIELDS
