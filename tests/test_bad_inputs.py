@@ -267,6 +267,14 @@ def rng():
     return np.random.default_rng(0)
 
 
+def flash_without_gpu() -> None:
+    """``check_attn_implementation('flash_attention_2')`` as on a machine without a GPU or flash-attn."""
+    from unittest import mock
+
+    with mock.patch("repro.accel.flash_attn_available", return_value=False):
+        _m("accel").check_attn_implementation("flash_attention_2")
+
+
 def _m(name: str) -> object:
     """Import ``repro.<name>`` (a module path) lazily."""
     import importlib
@@ -499,7 +507,7 @@ CASES: list[Case] = [
          r"allowed: identical shapes", out=True),
     # engines
     Case("E80", ENGINE, "`attn_implementation='flash_attention_2'` without a GPU / flash-attn",
-         lambda ws, out: _m("accel").check_attn_implementation("flash_attention_2"), RuntimeError,
+         lambda ws, out: flash_without_gpu(), RuntimeError,
          r"attn_implementation='flash_attention_2' needs a CUDA GPU and the flash-attn package.*use 'sdpa' on CPU"),
     Case("E81", ENGINE, "`attn_implementation='xformers'`",
          lambda ws, out: _m("accel").check_attn_implementation("xformers"), ValueError,
