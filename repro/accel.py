@@ -45,12 +45,17 @@ def load_deepspeed_config(path: str | Path, global_batch: int, world_size: int =
     """Read a DeepSpeed JSON config and resolve ``"auto"`` gradient accumulation for ``global_batch``."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"DeepSpeed config {str(path)!r} does not exist (see configs/deepspeed_zero3.json)")
-    cfg = json.loads(path.read_text())
+        raise FileNotFoundError(f"DeepSpeed config {str(path)!r} does not exist; allowed: an existing DeepSpeed JSON "
+                                "config (e.g. configs/deepspeed_zero3.json)")
+    try:
+        cfg = json.loads(path.read_text())
+    except ValueError as e:
+        raise ValueError(f"DeepSpeed config {str(path)!r} is not JSON ({e}); allowed: a DeepSpeed JSON config "
+                         "(e.g. configs/deepspeed_zero3.json)") from e
     micro = int(cfg.get("train_micro_batch_size_per_gpu", 1))
     if global_batch % (micro * world_size):
         raise ValueError(f"global batch {global_batch} is not divisible by micro batch {micro} "
-                         f"x world size {world_size}")
+                         f"x world size {world_size}; allowed: a batch that is a multiple of {micro * world_size}")
     if cfg.get("gradient_accumulation_steps", "auto") == "auto":
         cfg["gradient_accumulation_steps"] = global_batch // (micro * world_size)
     cfg["train_batch_size"] = global_batch

@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from repro.attention.doc_masked import boundary_kwargs
@@ -98,7 +99,7 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
         cfg.max_position_embeddings = max(cfg.max_position_embeddings, max_positions)
     for k, v in (overrides or {}).items():
         if not hasattr(cfg, k):
-            raise ValueError(f"overrides: {type(cfg).__name__} has no field {k!r}")
+            raise ValueError(f"overrides: {type(cfg).__name__} has no field {k!r}; allowed: fields of its config.json")
         setattr(cfg, k, v)
     cfg.use_cache = False
     kwargs: dict = {"config": cfg, "use_safetensors": True, "trust_remote_code": trust_remote_code}
@@ -106,13 +107,30 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
         from repro.accel import check_attn_implementation
 
         kwargs["attn_implementation"] = check_attn_implementation(attn_implementation)
-    model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+    except (OSError, ValueError, RuntimeError, SafetensorError) as e:
+        if not p.exists() or isinstance(e, torch.OutOfMemoryError):
+            raise
+        raise ValueError(_weights_error(p, e)) from e
     check_architecture(model.config, type(model))
     return model
 
 
 PICKLED_WEIGHTS: tuple[str, ...] = ("*.bin", "*.pt", "*.pth")
 """Weight files :func:`load_model` refuses: loading them unpickles, which can run arbitrary code."""
+
+
+def _weights_error(folder: Path, err: Exception) -> str:
+    """One line naming the local checkpoint whose weights do not load, and why."""
+    if "size mismatch" in str(err).lower() or "ignore_mismatched_sizes" in str(err):
+        return (f"checkpoint folder {str(folder)!r}: the weights do not match its config.json (size mismatch for "
+                f"some parameters, e.g. hidden_size / vocab_size changed after saving); allowed: weights saved "
+                f"with that config (save_pretrained writes both)")
+    files = ", ".join(sorted(f.name for f in folder.glob("*.safetensors"))) or "no *.safetensors"
+    reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return (f"checkpoint folder {str(folder)!r}: cannot read its weights ({files}: {reason}); allowed: complete "
+            f"safetensors files as save_pretrained writes them (re-copy or re-save a truncated file)")
 
 
 def _refuse_pickled_weights(folder: Path) -> None:

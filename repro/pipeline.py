@@ -96,7 +96,6 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
     figures_dir = Path(figures_dir).resolve() if figures_dir else default_figures_dir(profile)
     nb_dir = Path(notebooks_dir) if notebooks_dir else REPO / "notebooks"
     out_dir = run_dir / p.name / "notebooks"
-    out_dir.mkdir(parents=True, exist_ok=True)
     specs = notebook_specs(nb_dir)
     keys: dict[str, str] = {}
     src = source_hash()
@@ -105,8 +104,10 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
         keys[s.name] = config_hash({"nb": hashlib.sha256((nb_dir / f"{s.name}.ipynb").read_bytes()).hexdigest(),
                                     "params": params, "profile": p, "src": src,
                                     "deps": [keys[d] for d in s.deps if d in keys]})
+    chosen = _order(specs, only, paper)  # a bad --only fails before anything is written
+    out_dir.mkdir(parents=True, exist_ok=True)
     status: dict[str, dict] = {}
-    for s in _order(specs, only, paper):
+    for s in chosen:
         stamp = out_dir / f"{s.name}.done.json"
         executed = out_dir / f"{s.name}.ipynb"
         if not force and stamp.exists() and read_json(stamp).get("key") == keys[s.name] and executed.exists():

@@ -100,7 +100,10 @@ def _from_file(path: Path):
 
     from repro.data.tokenizer import SPECIAL_TOKENS, wrap
 
-    raw = Tokenizer.from_file(str(path))
+    try:
+        raw = Tokenizer.from_file(str(path))
+    except Exception as e:  # the tokenizers library raises a bare Exception for a file it cannot parse
+        raise ValueError(f"{e}; allowed: a tokenizer.json written by save_pretrained") from e
     if all(raw.token_to_id(t) is not None for t in SPECIAL_TOKENS):  # one of ours: its special tokens by name
         return wrap(raw)
     return PreTrainedTokenizerFast(tokenizer_object=raw)

@@ -51,7 +51,7 @@ def documents(spec: str, tokenizer, threshold: int, max_bytes: int | None = 2_00
     corpus = builtin_corpus(tokenizer, max_bytes) if spec.startswith("corpus:") else None
     try:
         docs = source_documents(spec, corpus, tokenizer, threshold)
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError, ImportError) as e:
         raise CLIError(f"--data {spec!r}: {e}") from e
     docs = [d for d in docs if len(d) > 1]
     if not docs:

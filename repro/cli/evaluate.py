@@ -58,7 +58,7 @@ def check_tasks(specs: list[str]) -> None:
         try:
             make_task(spec)
         except (ValueError, TypeError) as e:
-            raise CLIError(f"task spec {spec!r}: {e}") from e
+            raise CLIError(str(e) if str(e).startswith("task spec") else f"task spec {spec!r}: {e}") from e
 
 
 def excerpt(text: str, n: int = EXCERPT) -> str:

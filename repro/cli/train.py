@@ -121,7 +121,11 @@ def read_anchors(path: str | None, method: str, vocab: int):
             raise CLIError("--method longrecipe selects anchor sentences; allowed: pass --anchors FILE "
                            "(python -m repro analyze tokens writes one)")
         return None
-    raw = read_json(path)
+    try:
+        raw = read_json(path)
+    except ValueError as e:
+        raise CLIError(f"--anchors {path!r} is not JSON ({e}); allowed: a JSON list of token ids or "
+                       "{'anchors': [...]}") from e
     ids = raw.get("anchors") if isinstance(raw, dict) else raw
     if not isinstance(ids, list) or not all(isinstance(i, int) and 0 <= i < vocab for i in ids):
         raise CLIError(f"--anchors {path!r}: expected a list of token ids in 0..{vocab - 1} (or {{'anchors': [...]}})")

@@ -175,18 +175,34 @@ def iter_folder(path: str | Path) -> Iterator[Document]:
                                 "allowed: an existing folder of .txt/.jsonl files")
     files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".jsonl"))
     if not files:
-        raise ValueError(f"corpus source folder {str(path)!r} holds no .txt or .jsonl files")
+        raise ValueError(f"corpus source folder {str(path)!r} holds no .txt or .jsonl files; allowed: a folder of "
+                         "UTF-8 .txt files (one document each) and/or .jsonl files (a 'text' field per line)")
     for f in files:
-        if f.suffix == ".txt":
-            yield Document(f.read_text(encoding="utf-8"), "folder", f.relative_to(path).as_posix())
-        else:
+        try:
+            if f.suffix == ".txt":
+                yield Document(f.read_text(encoding="utf-8"), "folder", f.relative_to(path).as_posix())
+                continue
             with open(f, encoding="utf-8") as fh:
                 for i, line in enumerate(fh):
                     if line.strip():
-                        rec = json.loads(line)
-                        if "text" not in rec:
-                            raise ValueError(f"{f}:{i + 1}: JSONL record has no 'text' field")
-                        yield Document(rec["text"], "folder", f"{f.relative_to(path).as_posix()}:{i}")
+                        yield Document(_jsonl_text(f, i + 1, line), "folder", f"{f.relative_to(path).as_posix()}:{i}")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"{str(f)!r} is not readable UTF-8 text ({type(e).__name__}: {e}); allowed: "
+                             "readable UTF-8 .txt / .jsonl files") from e
+
+
+def _jsonl_text(f: Path, lineno: int, line: str) -> str:
+    """The ``text`` field of one JSONL line; a ValueError naming ``f:lineno`` when it has none."""
+    allowed = "allowed: one JSON object per line with a string 'text' field"
+    try:
+        rec = json.loads(line)
+    except ValueError as e:
+        raise ValueError(f"{f}:{lineno}: not a JSON object ({e}); {allowed}") from e
+    if not isinstance(rec, dict) or "text" not in rec:
+        raise ValueError(f"{f}:{lineno}: JSONL record has no 'text' field; {allowed}")
+    if not isinstance(rec["text"], str):
+        raise ValueError(f"{f}:{lineno}: 'text' is {type(rec['text']).__name__}; allowed: a string")
+    return rec["text"]
 
 
 def iter_hf_disk(path: str | Path) -> Iterator[Document]:

@@ -110,7 +110,8 @@ def from_record(record: dict, task: str | None = None) -> Example:
     """An :class:`Example` from one row, ours or RULER's (prompt: ``input + answer_prefix``)."""
     for field in ("input", "outputs"):
         if field not in record:
-            raise ValueError(f"RULER record lacks {field!r}; has: {', '.join(sorted(record))}")
+            raise ValueError(f"RULER record lacks {field!r}; has: {', '.join(sorted(record))}; "
+                             "allowed: records with 'input' and 'outputs'")
     name = record.get("task", task)
     if name is None:
         raise ValueError("record has no 'task' field; pass task= to name it")
@@ -122,10 +123,25 @@ def from_record(record: dict, task: str | None = None) -> Example:
     else:
         meta = {k: _spans_back(k, v) for k, v in meta.items()}
     outputs = record["outputs"]
+    if not isinstance(outputs, str) and not (isinstance(outputs, list) and all(isinstance(o, str) for o in outputs)):
+        raise ValueError(f"'outputs'={outputs!r}; allowed: a string or a list of strings")
     return Example(name, record["input"] + prefix, tuple([outputs] if isinstance(outputs, str) else outputs), meta)
 
 
 def read_jsonl(path: str | Path, task: str | None = None) -> list[Example]:
     """Read a RULER JSONL file (ours or RULER's own; ``task`` names the latter's task)."""
     with open(path, encoding="utf-8") as f:
-        return [from_record(json.loads(line), task) for line in f if line.strip()]
+        lines = [(i, line) for i, line in enumerate(f, 1) if line.strip()]
+    out = []
+    for i, line in lines:
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError(f"got {type(record).__name__}")
+        except ValueError as e:
+            raise ValueError(f"{path}:{i}: not a JSON object ({e}); allowed: one JSON object per line") from e
+        try:
+            out.append(from_record(record, task))
+        except ValueError as e:
+            raise ValueError(f"{path}:{i}: {e}") from e
+    return out

@@ -1,0 +1,631 @@
+"""The catalogue of bad inputs: each case performs one bad input and checks the error a user gets.
+
+Every :class:`Case` names the exception type (or :class:`UsageExit` for a command that ends with exit status 2 and
+one ``error: ...`` line) and a regex the message must match: the bad value and what is allowed. A case with ``out``
+also checks that the command left its output folder as it was (absent, or unchanged). ``docs/errors.md`` is
+rendered from these cases with the messages they really produce (:mod:`tests.catalogue`); a test here fails when
+the committed table is out of date (regenerate: ``python -m tests.catalogue --write``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import io
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+ALLOWED = r"allowed|available|supported|expected|choose from|needs|must|use |match|train it first"
+"""Every message says what is allowed, in one of these words."""
+
+
+class UsageExit(Exception):
+    """A command that ended with a non-zero exit status; the message is its last stderr line."""
+
+    def __init__(self, code: int, line: str):
+        super().__init__(line)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input: ``call(ws, out)`` performs it (``out``: this case's own output folder)."""
+
+    id: str
+    """Stable id (``E01``...), referenced by the docs."""
+    area: str
+    """What part of the project the input goes to."""
+    what: str
+    """The bad input, in words."""
+    call: Callable
+    """Performs the bad input; must raise."""
+    expect_type: type
+    """The exception type (:class:`UsageExit` for a command's exit status 2)."""
+    expect_message_regex: str
+    """Searched in the message: the bad value and what is allowed."""
+    setup: Callable | None = None
+    """Prepares ``out`` before it is snapshotted (a folder that must stay unchanged)."""
+    out: bool = False
+    """The call writes into ``out``: it must be absent or unchanged afterwards."""
+
+
+@dataclass
+class Workspace:
+    """Files the cases share: a tiny model with its tokenizer, a folder of texts, scratch space."""
+
+    root: Path
+    model: Path
+    texts: Path
+    tok: object
+
+    def path(self, name: str) -> Path:
+        """A fresh folder ``name`` under the workspace."""
+        p = self.root / name
+        p.mkdir(parents=True, exist_ok=True)
+        return p
+
+
+@functools.lru_cache(maxsize=1)
+def workspace() -> Workspace:
+    """Built once per process in a temporary folder (removed at exit)."""
+    from pydoc_data.topics import topics
+
+    from repro.data.tokenizer import train_tokenizer
+    from repro.models import build_tiny
+    from repro.profiles import ModelConfig
+
+    root = Path(tempfile.mkdtemp(prefix="bad-inputs-"))
+    atexit.register(shutil.rmtree, root, True)
+    texts = [t for _, t in sorted(topics.items(), key=lambda kv: -len(kv[1]))]
+    tok = train_tokenizer(texts[:30], 400)
+    model = root / "model"
+    cfg = ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=2)
+    build_tiny(cfg, len(tok), 512, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id, seed=0).save_pretrained(model)
+    tok.save_pretrained(model)
+    folder = root / "texts"
+    folder.mkdir()
+    for i, t in enumerate(texts[:4]):
+        (folder / f"doc{i}.txt").write_text(t)
+    return Workspace(root, model, folder, tok)
+
+
+# -- helpers the cases call -----------------------------------------------------------------
+def cli(*argv: str) -> None:
+    """Run ``python -m repro *argv`` in-process; a non-zero exit status raises :class:`UsageExit`."""
+    from repro.__main__ import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main([str(a) for a in argv])
+    lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+    if code:
+        raise UsageExit(code, lines[-1] if lines else "")
+
+
+def train(ws: Workspace, out: Path, *extra: str, **change: str) -> None:
+    """``python -m repro train`` on the workspace's model and texts, flags replaced by ``change``
+    (``data="..."`` sets ``--data``) and ``extra`` appended."""
+    flags = {"--model": ws.model, "--method": "flt", "--target": "128", "--data": f"folder:{ws.texts}",
+             "--steps": "1", "--batch-size": "2", "--lr": "3e-3", "--out": out, "--profile": "smoke"}
+    flags.update({"--" + k.replace("_", "-"): v for k, v in change.items()})
+    cli("train", *[x for kv in flags.items() for x in kv], "--no-progress", *extra)
+
+
+def evaluate(ws: Workspace, out: Path, *extra: str, **change: str) -> None:
+    """``python -m repro evaluate`` on the workspace's model, flags replaced by ``change``."""
+    flags = {"--model": ws.model, "--tasks": "niah_single_1", "--lengths": "256", "--samples": "1", "--out": out}
+    flags.update({"--" + k.replace("_", "-"): v for k, v in change.items()})
+    cli("evaluate", *[x for kv in flags.items() for x in kv], "--no-progress", *extra)
+
+
+def model_copy(ws: Workspace, name: str, **config: object) -> Path:
+    """A copy of the workspace model (weights, config and tokenizer) with ``config`` fields replaced."""
+    dst = ws.root / name
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(ws.model, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg.update(config)
+    (dst / "config.json").write_text(json.dumps(cfg))
+    return dst
+
+
+def small_vocab_model(ws: Workspace) -> Path:
+    """A model whose vocabulary (300) is smaller than the workspace tokenizer's, holding that tokenizer."""
+    from repro.models import build_tiny
+    from repro.profiles import ModelConfig
+
+    dst = ws.root / "small-vocab"
+    cfg = ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=2)
+    build_tiny(cfg, 300, 512, 0, 1, 2, seed=0).save_pretrained(dst)
+    ws.tok.save_pretrained(dst)
+    return dst
+
+
+def other_model(num_layers: int = 2, hidden_size: int = 32, vocab: int = 400):
+    """A random Llama different from the workspace model."""
+    from repro.models import build_tiny
+    from repro.profiles import ModelConfig
+
+    cfg = ModelConfig(hidden_size=hidden_size, intermediate_size=64, num_layers=num_layers, num_heads=2,
+                      num_kv_heads=2)
+    return build_tiny(cfg, vocab, 512, 0, 1, 2, seed=1)
+
+
+def write(path: Path, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` (parents created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data)
+    return path
+
+
+def folder_with(ws: Workspace, name: str, filename: str, data: str | bytes) -> str:
+    """``folder:<path>`` of a new folder ``name`` holding one file."""
+    return f"folder:{write(ws.root / name / filename, data).parent}"
+
+
+def finished_run(ws: Workspace, out: Path) -> None:
+    """``out`` holds a finished run (``final/config.json``)."""
+    write(out / "final" / "config.json", "{}")
+
+
+def load_checkpoint_of_another_model(ws: Workspace, out: Path) -> None:
+    """A trainer of the workspace model resumes from a checkpoint of a 2-layer model."""
+    import torch
+    from safetensors.torch import save_file
+
+    from repro.models import load_model
+    from repro.train import TrainConfig, Trainer
+
+    ckpt = ws.path("ckpt-other")
+    save_file({k: v.contiguous() for k, v in other_model().state_dict().items() if "lm_head" not in k},
+              ckpt / "model.safetensors")
+    model = load_model(ws.model)
+    trainer = Trainer(model, object(), TrainConfig(max_steps=1, lr=1e-3), out / "run", progress=False)
+    torch.save({"optimizer": trainer.opt.state_dict(), "rng": {}}, ckpt / "trainer.pt")
+    trainer.load_checkpoint(ckpt)
+
+
+def truncated_checkpoint(ws: Workspace) -> Path:
+    """The workspace model with its ``model.safetensors`` cut to half its bytes."""
+    dst = model_copy(ws, "truncated")
+    f = dst / "model.safetensors"
+    data = f.read_bytes()
+    f.write_bytes(data[:len(data) // 2])
+    return dst
+
+
+def pickled_only(ws: Workspace) -> Path:
+    """A model folder holding ``config.json`` and only ``pytorch_model.bin``."""
+    dst = model_copy(ws, "pickled")
+    (dst / "model.safetensors").unlink()
+    write(dst / "pytorch_model.bin", b"not loaded")
+    return dst
+
+
+def gpt2_folder(ws: Workspace) -> Path:
+    """A saved GPT-2 config (learned absolute positions, no RoPE)."""
+    from transformers import GPT2Config
+
+    dst = ws.path("gpt2")
+    GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=400).save_pretrained(dst)
+    return dst
+
+
+def merge_different_models(ws: Workspace, out: Path) -> None:
+    """Eq. 8 merge of the workspace model with one of another width."""
+    from repro.merging import merge_checkpoints
+
+    other = ws.root / "wide"
+    other_model(num_layers=1, hidden_size=64).save_pretrained(other)
+    merge_checkpoints(ws.model, other, out / "merged")
+
+
+def profile_override(**sections: dict) -> Callable:
+    """A call that overrides the tiny profile's ``sections``."""
+    from repro.profiles import TINY
+
+    return lambda ws, out: TINY.override(**sections)
+
+
+def train_config(**fields: object) -> Callable:
+    """A call that builds a TrainConfig with ``fields`` (max_steps=10, lr=1e-3 unless given)."""
+    from repro.train import TrainConfig
+
+    return lambda ws, out: TrainConfig(**{"max_steps": 10, "lr": 1e-3, **fields})
+
+
+def lora_spec(**fields: object) -> Callable:
+    """A call that builds a LoraSpec with ``fields``."""
+    from repro.lora import LoraSpec
+
+    return lambda ws, out: LoraSpec(**fields)
+
+
+def sample(n: int = 32):
+    """A sentence-less position sample of ``n`` tokens."""
+    from repro.positions.sample import PositionSample
+
+    return PositionSample(n)
+
+
+def rng():
+    """A seeded numpy generator."""
+    import numpy as np
+
+    return np.random.default_rng(0)
+
+
+def flash_without_gpu() -> None:
+    """``check_attn_implementation('flash_attention_2')`` as on a machine without a GPU or flash-attn."""
+    from unittest import mock
+
+    with mock.patch("repro.accel.flash_attn_available", return_value=False):
+        _m("accel").check_attn_implementation("flash_attention_2")
+
+
+def _m(name: str) -> object:
+    """Import ``repro.<name>`` (a module path) lazily."""
+    import importlib
+
+    return importlib.import_module(f"repro.{name}")
+
+
+# -- the catalogue --------------------------------------------------------------------------
+PROFILE, TRAINCFG, LORA, CLI_TRAIN, CLI_EVAL, CLI_OTHER = "profile", "TrainConfig", "LoRA", "CLI train", \
+    "CLI evaluate", "CLI reproduce/analyze"
+CKPT, TOKENIZER, DATA, JSONL, LENGTH, MERGE, ENGINE, REGISTRY = "checkpoint", "tokenizer", "data source", \
+    "JSON/JSONL", "length", "merge", "engine", "registry"
+
+CASES: list[Case] = [
+    # profiles and their fields
+    Case("E01", PROFILE, "`get_profile('huge')`: unknown profile",
+         lambda ws, out: _m("profiles").get_profile("huge"), ValueError, r"unknown profile 'huge'; allowed: smoke"),
+    Case("E02", PROFILE, "`override(training={...})`: unknown section", profile_override(training={"steps": 1}),
+         ValueError, r"unknown profile section 'training'; allowed: corpus"),
+    Case("E03", PROFILE, "`override(extend={'stepz': 1})`: unknown field", profile_override(extend={"stepz": 1}),
+         ValueError, r"unknown field\(s\) \['stepz'\] in section 'extend'; allowed: .*'steps'"),
+    Case("E04", PROFILE, "`extend.lr=2.0`", profile_override(extend={"lr": 2.0}), ValueError,
+         r"extend.lr=2.0 out of range; allowed: 0 < lr <= 1"),
+    Case("E05", PROFILE, "`extend.threads=-1`", profile_override(extend={"threads": -1}), ValueError,
+         r"extend.threads=-1; allowed: 0 .* or >= 1"),
+    Case("E06", PROFILE, "`eval.depths=(0.5, 1.5)`", profile_override(eval={"depths": (0.5, 1.5)}), ValueError,
+         r"eval.depths=\(0.5, 1.5\); allowed: values in \[0, 1\]"),
+    Case("E07", PROFILE, "`model.num_heads=3` (128 not divisible)", profile_override(model={"num_heads": 3}),
+         ValueError, r"model.hidden_size=128 must be divisible by model.num_heads=3"),
+    Case("E08", PROFILE, "`model.attn_implementation='xformers'`",
+         profile_override(model={"attn_implementation": "xformers"}), ValueError,
+         r"model.attn_implementation='xformers'; allowed: .*sdpa"),
+    Case("E09", PROFILE, "`extend.target_window` below `base.window`",
+         profile_override(extend={"target_window": 128}), ValueError,
+         r"extend.target_window=128 must be >= base.window=256"),
+    # TrainConfig
+    Case("E10", TRAINCFG, "`threads=-1`", train_config(threads=-1), ValueError,
+         r"threads=-1; allowed: 0 .* or >= 1"),
+    Case("E11", TRAINCFG, "`schedule='linear'`", train_config(schedule="linear"), ValueError,
+         r"schedule='linear'; allowed: cosine, constant"),
+    Case("E12", TRAINCFG, "`max_steps=0`", train_config(max_steps=0), ValueError, r"max_steps=0; allowed: >= 1"),
+    Case("E13", TRAINCFG, "`lr=0`", train_config(lr=0.0), ValueError, r"lr=0.0; allowed: 0 < lr <= 1"),
+    Case("E14", TRAINCFG, "`micro_batch_size=-2`", train_config(micro_batch_size=-2), ValueError,
+         r"micro_batch_size=-2; allowed: 0 .* or >= 1"),
+    # LoRA
+    Case("E15", LORA, "`LoraSpec(r=0)`", lora_spec(r=0), ValueError, r"r=0; allowed: an int >= 1"),
+    Case("E16", LORA, "`LoraSpec(dropout=1.0)`", lora_spec(r=4, dropout=1.0), ValueError,
+         r"dropout=1.0; allowed: 0 <= dropout < 1"),
+    Case("E17", LORA, "`LoraSpec(target_modules=())`", lora_spec(r=4, target_modules=()), ValueError,
+         r"target_modules=\(\); allowed: at least one module name"),
+    Case("E18", LORA, "`train --lora 4 --lora-targets c_attn` (a GPT-2 name on a Llama)",
+         lambda ws, out: train(ws, out, "--lora", "4", "--lora-targets", "c_attn"), UsageExit,
+         r"\['c_attn'\] match no module of LlamaForCausalLM; its linear modules: .*q_proj", out=True),
+    Case("E19", LORA, "`train --lora -1`", lambda ws, out: train(ws, out, "--lora", "-1"), UsageExit,
+         r"--lora -1; allowed: 0 \(full fine-tuning\) or a rank >= 1", out=True),
+    Case("E20", LORA, "`train --lora-alpha 8` without `--lora`", lambda ws, out: train(ws, out, "--lora-alpha", "8"),
+         UsageExit, r"need --lora R; allowed: a rank R >= 1", out=True),
+    # CLI train
+    Case("E21", CLI_TRAIN, "`--method nope`", lambda ws, out: train(ws, out, method="nope"), UsageExit,
+         r"unknown method 'nope'; allowed: .*flt", out=True),
+    Case("E22", CLI_TRAIN, "`--profile huge`", lambda ws, out: train(ws, out, profile="huge"), UsageExit,
+         r"unknown profile 'huge'; allowed: smoke, tiny, paper", out=True),
+    Case("E23", CLI_TRAIN, "`--target 0`", lambda ws, out: train(ws, out, target="0"), UsageExit,
+         r"argument --target: 0; allowed: an integer >= 1", out=True),
+    Case("E24", CLI_TRAIN, "`--target 9999999`", lambda ws, out: train(ws, out, target="9999999"), UsageExit,
+         r"--target 9999999 is longer than allowed; allowed: 2 <= --target <= 1048576", out=True),
+    Case("E25", CLI_TRAIN, "`--steps -3`", lambda ws, out: train(ws, out, steps="-3"), UsageExit,
+         r"argument --steps: -3; allowed: an integer >= 1", out=True),
+    Case("E26", CLI_TRAIN, "`--steps ten`", lambda ws, out: train(ws, out, steps="ten"), UsageExit,
+         r"argument --steps: 'ten' is not an integer; allowed: an integer >= 1", out=True),
+    Case("E27", CLI_TRAIN, "`--lr 5`", lambda ws, out: train(ws, out, lr="5"), UsageExit,
+         r"--lr 5.0; allowed: 0 < --lr <= 1", out=True),
+    Case("E28", CLI_TRAIN, "`--checkpoint-every -1`", lambda ws, out: train(ws, out, "--checkpoint-every", "-1"),
+         UsageExit, r"--checkpoint-every -1; allowed: 0 \(final only\) or >= 1", out=True),
+    Case("E29", CLI_TRAIN, "`--data s3:bucket` (does not parse)", lambda ws, out: train(ws, out, data="s3:bucket"),
+         UsageExit, r"--data 's3:bucket' does not parse; allowed: corpus:code", out=True),
+    Case("E30", CLI_TRAIN, "`--data folder:/no/such/dir`", lambda ws, out: train(ws, out, data="folder:/no/such/dir"),
+         UsageExit, r"'/no/such/dir' does not exist; allowed: an existing folder", out=True),
+    Case("E31", CLI_TRAIN, "`--model /no/such/model`", lambda ws, out: train(ws, out, model="/no/such/model"),
+         UsageExit, r"--model '/no/such/model' does not exist; allowed: a local model folder", out=True),
+    Case("E32", CLI_TRAIN, "`--model` a folder without config.json",
+         lambda ws, out: train(ws, out, model=ws.path("empty-model")), UsageExit,
+         r"--model '.*empty-model' has no config.json; allowed: a folder written by save_pretrained", out=True),
+    Case("E33", CLI_TRAIN, "`--deepspeed /no/such.json`",
+         lambda ws, out: train(ws, out, "--deepspeed", "/no/such.json"),
+         UsageExit, r"--deepspeed '/no/such.json' does not exist; allowed: a DeepSpeed JSON config", out=True),
+    Case("E34", CLI_TRAIN, "`--out` a folder that already holds a finished run", lambda ws, out: train(ws, out),
+         UsageExit, r"--out '.*E34' already holds a finished run \(final/\); allowed: a new folder",
+         setup=finished_run, out=True),
+    Case("E35", CLI_TRAIN, "`--method longrecipe` without `--anchors`",
+         lambda ws, out: train(ws, out, method="longrecipe"), UsageExit,
+         r"--method longrecipe selects anchor sentences; allowed: pass --anchors FILE", out=True),
+    # CLI evaluate
+    Case("E36", CLI_EVAL, "`--tasks nope`", lambda ws, out: evaluate(ws, out, tasks="nope"), UsageExit,
+         r"unknown task 'nope'; allowed: .*niah_single_1", out=True),
+    Case("E37", CLI_EVAL, "`--tasks niah_single_1:oops` (argument without a value)",
+         lambda ws, out: evaluate(ws, out, tasks="niah_single_1:oops"), UsageExit,
+         r"bad argument 'oops'; allowed: name or name:key=value", out=True),
+    Case("E38", CLI_EVAL, "`--lengths 256,abc`", lambda ws, out: evaluate(ws, out, lengths="256,abc"), UsageExit,
+         r"argument --lengths: 'abc' is not an integer; allowed: an integer >= 1", out=True),
+    Case("E39", CLI_EVAL, "`--lengths ,`", lambda ws, out: evaluate(ws, out, lengths=","), UsageExit,
+         r"argument --lengths: ','; allowed: one or more comma-separated values", out=True),
+    Case("E40", CLI_EVAL, "`--samples 0`", lambda ws, out: evaluate(ws, out, samples="0"), UsageExit,
+         r"argument --samples: 0; allowed: an integer >= 1", out=True),
+    Case("E41", CLI_EVAL, "`--depths 1.5`", lambda ws, out: evaluate(ws, out, depths="1.5"), UsageExit,
+         r"--depths \[1.5\]; allowed: values in \[0, 1\]", out=True),
+    # CLI reproduce / analyze
+    Case("E42", CLI_OTHER, "`reproduce --only nope`",
+         lambda ws, out: cli("reproduce", "--profile", "smoke", "--only", "nope", "--run-dir", out / "runs",
+                             "--figures-dir", out / "figures"),
+         UsageExit, r"--only 'nope' is not a notebook; allowed: ", out=True),
+    Case("E43", CLI_OTHER, "`reproduce --paper nope`",
+         lambda ws, out: cli("reproduce", "--profile", "smoke", "--paper", "nope", "--run-dir", out / "runs",
+                             "--figures-dir", out / "figures"),
+         UsageExit, r"paper='nope'; allowed: all, ", out=True),
+    Case("E44", CLI_OTHER, "`reproduce --profile huge`",
+         lambda ws, out: cli("reproduce", "--profile", "huge", "--run-dir", out / "runs"), UsageExit,
+         r"unknown profile 'huge'; allowed: smoke, tiny, paper", out=True),
+    Case("E45", CLI_OTHER, "`analyze nope`", lambda ws, out: cli("analyze", "nope"), UsageExit,
+         r"invalid choice: 'nope' \(choose from .*tokens"),
+    Case("E46", CLI_OTHER, "`analyze tokens --fraction 2`",
+         lambda ws, out: cli("analyze", "tokens", "--model", ws.model, "--base", ws.model, "--data",
+                             f"folder:{ws.texts}", "--fraction", "2", "--out", out),
+         UsageExit, r"--fraction 2.0; allowed: 0 < --fraction <= 1", out=True),
+    # checkpoints
+    Case("E47", CKPT, "`load_model` of a missing folder", lambda ws, out: _m("models").load_model(ws.root / "nope"),
+         FileNotFoundError, r"checkpoint '.*nope' does not exist; train it first"),
+    Case("E48", CKPT, "`load_model` of a folder without config.json",
+         lambda ws, out: _m("models").load_model(ws.path("no-config")), FileNotFoundError,
+         r"checkpoint folder '.*no-config' has no config.json; expected a folder written by save_pretrained"),
+    Case("E49", CKPT, "`load_model` of a truncated model.safetensors",
+         lambda ws, out: _m("models").load_model(truncated_checkpoint(ws)), ValueError,
+         r"'.*truncated': cannot read its weights \(model.safetensors: .*\); allowed: complete safetensors"),
+    Case("E50", CKPT, "`load_model` of weights whose shapes don't match config.json (hidden_size 64)",
+         lambda ws, out: _m("models").load_model(model_copy(ws, "mismatch", hidden_size=64)), ValueError,
+         r"do not match its config.json.*size mismatch for .*; allowed: "),
+    Case("E51", CKPT, "`load_model` of a folder with only pickled weights (pytorch_model.bin)",
+         lambda ws, out: _m("models").load_model(pickled_only(ws)), ValueError,
+         r"holds only pickled weights \(pytorch_model.bin\).*Allowed: safetensors weights"),
+    Case("E52", CKPT, "`load_model` of a GPT-2 checkpoint (no RoPE)",
+         lambda ws, out: _m("models").load_model(gpt2_folder(ws)), ValueError,
+         r"unsupported architecture model_type='gpt2': no rotary position embeddings"),
+    Case("E53", CKPT, "`load_model(overrides={'window': 4})`: unknown config field",
+         lambda ws, out: _m("models").load_model(ws.model, overrides={"window": 4}), ValueError,
+         r"overrides: LlamaConfig has no field 'window'"),
+    Case("E54", CKPT, "`Trainer.load_checkpoint` of a checkpoint of another model (2 layers)",
+         load_checkpoint_of_another_model, ValueError,
+         r"checkpoint .*ckpt-other does not match the model: missing \[.*\], unexpected \[.*layers.1"),
+    Case("E55", CKPT, "`rope_parameters('yarn', factor=0.5)`",
+         lambda ws, out: _m("models").rope_parameters("yarn", 1e4, 0.5), ValueError,
+         r"rope_type='yarn' needs factor >= 1, got factor=0.5"),
+    # tokenizers
+    Case("E56", TOKENIZER, "`train --tokenizer /no/such/tok`",
+         lambda ws, out: train(ws, out, tokenizer="/no/such/tok"), UsageExit,
+         r"no tokenizer at '/no/such/tok'; allowed: --tokenizer a folder with tokenizer.json", out=True),
+    Case("E57", TOKENIZER, "`train --tokenizer` a corrupted tokenizer.json",
+         lambda ws, out: train(ws, out, tokenizer=write(ws.root / "corrupt" / "tokenizer.json", '{"model": ')),
+         UsageExit, r"cannot load a tokenizer from '.*corrupt/tokenizer.json' .*; allowed: ", out=True),
+    Case("E58", TOKENIZER, "`train --model` whose tokenizer (400 tokens) exceeds the vocabulary (300)",
+         lambda ws, out: train(ws, out, model=small_vocab_model(ws)), UsageExit,
+         r"has 400 tokens but the model's vocabulary is 300; allowed: the model's own tokenizer", out=True),
+    Case("E59", TOKENIZER, "`train_tokenizer(vocab_size=100)`",
+         lambda ws, out: _m("data.tokenizer").train_tokenizer(["a b c"], 100), ValueError,
+         r"vocab_size=100; allowed: an integer >= 269"),
+    # data sources
+    Case("E60", DATA, "`--data folder:` an empty folder",
+         lambda ws, out: train(ws, out, data=f"folder:{ws.path('empty')}"), UsageExit,
+         r"corpus source folder '.*empty' holds no .txt or .jsonl files; allowed: ", out=True),
+    Case("E61", DATA, "`--data folder:` a folder with only notes.md",
+         lambda ws, out: train(ws, out, data=folder_with(ws, "md", "notes.md", "x")), UsageExit,
+         r"corpus source folder '.*md' holds no .txt or .jsonl files; allowed: ", out=True),
+    Case("E62", DATA, "`--data folder:` with a .txt file that is not UTF-8",
+         lambda ws, out: train(ws, out, data=folder_with(ws, "latin1", "a.txt", b"caf\xe9")),
+         UsageExit, r"a.txt' is not readable UTF-8 text .*; allowed: ", out=True),
+    Case("E63", DATA, "`--data folder:` with a directory named doc.txt",
+         lambda ws, out: train(ws, out, data=f"folder:{ws.path('dirtxt/doc.txt').parent}"), UsageExit,
+         r"doc.txt' is not readable .*; allowed: ", out=True),
+    Case("E64", DATA, "`--data hf_disk:` a folder that is not a saved dataset",
+         lambda ws, out: train(ws, out, data=f"hf_disk:{ws.path('not-a-dataset')}"), UsageExit,
+         r"--data 'hf_disk:.*not-a-dataset': ", out=True),
+    Case("E65", DATA, "`--target 100000` beyond the longest document of `--data`",
+         lambda ws, out: train(ws, out, target="100000"), UsageExit,
+         r"--target 100000 is longer than allowed: the longest document of --data .* has \d+ tokens", out=True),
+    # JSON / JSONL inputs
+    Case("E66", JSONL, "`--data folder:` a .jsonl row without `text`",
+         lambda ws, out: train(ws, out, data=folder_with(ws, "jl1", "a.jsonl", '{"body": 1}')),
+         UsageExit, r"a.jsonl:1: JSONL record has no 'text' field", out=True),
+    Case("E67", JSONL, "`--data folder:` a .jsonl row that is not JSON",
+         lambda ws, out: train(ws, out, data=folder_with(ws, "jl2", "a.jsonl", "{text: 1}")),
+         UsageExit, r"a.jsonl:1: not a JSON object .*; allowed: ", out=True),
+    Case("E68", JSONL, "`--data folder:` a .jsonl row whose `text` is a number",
+         lambda ws, out: train(ws, out, data=folder_with(ws, "jl3", "a.jsonl", '{"text": 5}')),
+         UsageExit, r"a.jsonl:1: 'text' is int; allowed: a string", out=True),
+    Case("E69", JSONL, "`train --anchors` a file that is not JSON",
+         lambda ws, out: train(ws, out, "--anchors", write(ws.root / "anchors-bad.json", "[1, 2,")), UsageExit,
+         r"--anchors '.*anchors-bad.json' is not JSON .*; allowed: ", out=True),
+    Case("E70", JSONL, "`train --anchors` with token ids beyond the vocabulary",
+         lambda ws, out: train(ws, out, "--anchors", write(ws.root / "anchors-big.json", '{"anchors": [1, 99999]}')),
+         UsageExit, r"--anchors '.*anchors-big.json': expected a list of token ids in 0..399", out=True),
+    Case("E71", JSONL, "RULER predictions JSONL row without `outputs`",
+         lambda ws, out: _m("tasks.ruler_jsonl").read_jsonl(write(ws.root / "r1.jsonl", '{"input": "x"}\n')),
+         ValueError, r"r1.jsonl:1: RULER record lacks 'outputs'; has: input; allowed: "),
+    Case("E72", JSONL, "RULER JSONL with a line that is not JSON",
+         lambda ws, out: _m("tasks.ruler_jsonl").read_jsonl(
+             write(ws.root / "r2.jsonl", '{"input": "x", "outputs": ["y"], "task": "t"}\n[oops\n')),
+         ValueError, r"r2.jsonl:2: not a JSON object .*; allowed: "),
+    Case("E73", JSONL, "RULER JSONL row whose `outputs` is a number",
+         lambda ws, out: _m("tasks.ruler_jsonl").read_jsonl(
+             write(ws.root / "r3.jsonl", '{"input": "x", "outputs": 7, "task": "t"}\n')),
+         ValueError, r"r3.jsonl:1: 'outputs'=7; allowed: a string or a list of strings"),
+    # lengths
+    Case("E74", LENGTH, "a task prompt of 10 tokens (`niah_single_1`)",
+         lambda ws, out: _m("evaluate").make_task("niah_single_1").generate(ws.tok, 10, 0.5, 0), ValueError,
+         r"niah_single_1: length=10 is too short; allowed: an integer >= \d+ tokens"),
+    Case("E75", LENGTH, "a task depth of 1.5", lambda ws, out: _m("evaluate").make_task("niah_single_1").generate(
+        ws.tok, 256, 1.5, 0), ValueError, r"depth=1.5 out of range; allowed: 0.0 <= depth <= 1.0"),
+    Case("E76", LENGTH, "a position transform with target below the sample length",
+         lambda ws, out: _m("positions.transforms").apply_transform("pose", sample(64), 32, rng()), ValueError,
+         r"sample length n=64 exceeds target=32; allowed n <= target"),
+    # merges
+    Case("E77", MERGE, "merge of state dicts with different keys",
+         lambda ws, out: _m("merging").merge_state_dicts(
+             [other_model(1).state_dict(), other_model(2).state_dict()], [0.5, 0.5]),
+         ValueError, r"model 1 has mismatched keys: extra \['model.layers.1"),
+    Case("E78", MERGE, "merge with 3 weights for 2 models",
+         lambda ws, out: _m("merging").merge_state_dicts([{}, {}], [0.3, 0.3, 0.4]), ValueError,
+         r"got 2 state dicts and 3 weights; allowed: one weight per model"),
+    Case("E79", MERGE, "`merge_checkpoints` of models of different widths (32 vs 64)", merge_different_models,
+         ValueError, r"parameter 'model.embed_tokens.weight': shape \(400, 64\) in model 1 vs \(400, 32\) in model 0; "
+         r"allowed: identical shapes", out=True),
+    # engines
+    Case("E80", ENGINE, "`attn_implementation='flash_attention_2'` without a GPU / flash-attn",
+         lambda ws, out: flash_without_gpu(), RuntimeError,
+         r"attn_implementation='flash_attention_2' needs a CUDA GPU and the flash-attn package.*use 'sdpa' on CPU"),
+    Case("E81", ENGINE, "`attn_implementation='xformers'`",
+         lambda ws, out: _m("accel").check_attn_implementation("xformers"), ValueError,
+         r"attn_implementation='xformers'; allowed: sdpa, eager, flash_attention_2, sdpa_varlen"),
+    Case("E82", ENGINE, "a DeepSpeed config that does not exist",
+         lambda ws, out: _m("accel").load_deepspeed_config("/no/such/ds.json", 8), FileNotFoundError,
+         r"DeepSpeed config '/no/such/ds.json' does not exist"),
+    Case("E83", ENGINE, "a DeepSpeed micro batch 3 that does not divide the batch 8",
+         lambda ws, out: _m("accel").load_deepspeed_config(
+             write(ws.root / "ds.json", '{"train_micro_batch_size_per_gpu": 3}'), 8), ValueError,
+         r"global batch 8 is not divisible by micro batch 3 x world size 1; allowed: "),
+    Case("E84", ENGINE, "a DeepSpeed config that is not JSON",
+         lambda ws, out: _m("accel").load_deepspeed_config(write(ws.root / "ds-bad.json", "zero: 3"), 8), ValueError,
+         r"DeepSpeed config '.*ds-bad.json' is not JSON .*; allowed: "),
+    Case("E85", ENGINE, "sequence parallel 3 over 4 processes",
+         lambda ws, out: _m("parallel.config").check_sequence_parallel(3, 4), ValueError,
+         r"extend.sequence_parallel=3 does not divide num_processes=4"),
+    Case("E86", ENGINE, "sequence parallel backend 'ring'",
+         lambda ws, out: _m("parallel.config").parallelism_config(1, 1, backend="ring"), ValueError,
+         r"backend='ring'; allowed: "),
+    # registries and names
+    Case("E87", REGISTRY, "`get_method('nope')`", lambda ws, out: _m("methods.registry").get_method("nope"),
+         ValueError, r"unknown method 'nope'; allowed: "),
+    Case("E88", REGISTRY, "`parse_arm('nope')`", lambda ws, out: _m("methods.arms").parse_arm("nope"), ValueError,
+         r"'nope'.*allowed: "),
+    Case("E89", REGISTRY, "`parse_arm('flt@seed0')`: bad seed suffix",
+         lambda ws, out: _m("methods.arms").parse_arm("flt@seed0"), ValueError,
+         r"arm 'flt@seed0': bad training-seed suffix '@seed0'; allowed: @seed<k> with k >= 1"),
+    Case("E90", REGISTRY, "`get_transform('shift')`", lambda ws, out: _m("positions.transforms").get_transform("shift"),
+         ValueError, r"unknown position transform 'shift'; allowed: \[.*'pose'"),
+    Case("E91", REGISTRY, "`apply_transform('pose', chunks=3)`: unknown parameter",
+         lambda ws, out: _m("positions.transforms").apply_transform("pose", sample(), 64, rng(), chunks=3),
+         ValueError, r"transform 'pose' got unknown parameter\(s\) \['chunks'\]; allowed: \['first_chunk', "),
+    Case("E92", REGISTRY, "`pose(num_chunks=0)`",
+         lambda ws, out: _m("positions.transforms").apply_transform("pose", sample(), 64, rng(), num_chunks=0),
+         ValueError, r"num_chunks=0.*allowed"),
+    Case("E93", REGISTRY, "`pose(first_chunk='middle')`",
+         lambda ws, out: _m("positions.transforms").apply_transform("pose", sample(), 64, rng(), first_chunk="middle"),
+         ValueError, r"first_chunk='middle'; allowed: 'paper', 'official'"),
+    Case("E94", REGISTRY, "`get_task('nope')`", lambda ws, out: _m("tasks").get_task("nope"), ValueError,
+         r"unknown task 'nope'; available: .*niah_single_1"),
+]
+
+
+# -- running a case ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    """What a case produced: the exception (None if it raised nothing) and whether ``out`` stayed as it was."""
+
+    error: BaseException | None
+    unchanged: bool
+
+
+def snapshot(path: Path) -> object:
+    """None for a missing path, else every file under it with its size and modification time."""
+    if not path.exists():
+        return None
+    return sorted((str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns) for f in path.rglob("*"))
+
+
+@functools.lru_cache(maxsize=None)
+def outcome(case_id: str) -> Outcome:
+    """Run case ``case_id`` once per process."""
+    case = BY_ID[case_id]
+    ws = workspace()
+    out = ws.root / "out" / case.id
+    if case.setup is not None:
+        case.setup(ws, out)
+    before = snapshot(out)
+    try:
+        case.call(ws, out)
+    except Exception as e:  # noqa: BLE001 - the catalogue records whatever the user gets
+        return Outcome(e, snapshot(out) == before)
+    return Outcome(None, snapshot(out) == before)
+
+
+def message(case_id: str) -> str:
+    """The message a user reads (the workspace folder shown as ``<tmp>``)."""
+    err = outcome(case_id).error
+    text = str(err) if err is not None else "(no error)"
+    return text.replace(str(workspace().root), "<tmp>")
+
+
+def user_sees(case_id: str) -> str:
+    """``exit 2: error: ...`` for a command, ``ValueError: ...`` for a call."""
+    err = outcome(case_id).error
+    if isinstance(err, UsageExit):
+        return f"exit {err.code}: {message(case_id)}"
+    return f"{type(err).__name__}: {message(case_id)}"
+
+
+BY_ID: dict[str, Case] = {c.id: c for c in CASES}
+
+
+def test_catalogue_ids_are_unique_and_numbered():
+    ids = [c.id for c in CASES]
+    assert len(ids) >= 40 and len(set(ids)) == len(ids)
+    assert ids == [f"E{i:02d}" for i in range(1, len(ids) + 1)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_gets_a_clear_error(case: Case):
+    res = outcome(case.id)
+    assert res.error is not None, f"{case.id}: {case.what} raised nothing"
+    assert isinstance(res.error, case.expect_type), f"{case.id}: {type(res.error).__name__}: {res.error}"
+    if isinstance(res.error, UsageExit):
+        assert res.error.code == 2
+        assert re.match(r"(error: |python -m repro .*: error: )", str(res.error)), str(res.error)
+    text = str(res.error)
+    assert "\n" not in text, text
+    assert re.search(case.expect_message_regex, text, re.S), f"{case.id}: {text}"
+    assert re.search(ALLOWED, text, re.I), f"{case.id}: {text}"
+    if case.out:
+        assert res.unchanged, f"{case.id}: the output folder changed"
+
+
+def test_docs_table_is_up_to_date():
+    from tests.catalogue import DOC, render
+
+    assert DOC.read_text() == render(CASES, user_sees), "docs/errors.md is out of date: python -m tests.catalogue " \
+        "--write"
