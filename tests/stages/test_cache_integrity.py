@@ -252,3 +252,41 @@ def test_the_lock_of_a_killed_holder_is_taken_over(tmp_path):
     assert _calls(tmp_path) == [holder.pid, nxt.pid] and out.strip() == f"RESULT {nxt.pid}"
     assert f"took over the lock left by pid {holder.pid}" in err
     assert not lock.exists() and read_json(tmp_path / "run" / "s-abc" / MANIFEST)["origin"] == "finished"
+
+
+def test_two_reproduce_processes_run_a_notebook_once(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                           "language": "python"}, "language_info": {"name": "python"}})
+    params = nbformat.v4.new_code_cell("profile = run_dir = figures_dir = paper = ''\nforce = False")
+    params.metadata["tags"] = ["parameters"]
+    count, go = tmp_path / "count", tmp_path / "go"
+    nb.cells = [params, nbformat.v4.new_code_cell(  # computes until the test has seen the second process wait
+        f"import os, time\nopen({str(count)!r}, 'a').write(f'{{os.getpid()}}\\n')\nt0 = time.time()\n"
+        f"while not os.path.exists({str(go)!r}) and time.time() - t0 < 60:\n    time.sleep(0.1)")]
+    (tmp_path / "nb").mkdir()
+    nbformat.write(nb, tmp_path / "nb" / "positions.ipynb")
+    code = ("import sys; from repro.pipeline import reproduce; "
+            "s = reproduce('smoke', run_dir=sys.argv[1], figures_dir=sys.argv[2], notebooks_dir=sys.argv[3]); "
+            "print('STATUS', s['positions']['status'])")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = [str(tmp_path / "runs"), str(tmp_path / "figs"), str(tmp_path / "nb")]
+    first = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, env=env)
+    t0 = time.monotonic()
+    while not count.exists():
+        assert first.poll() is None and time.monotonic() - t0 < 60, first.communicate()
+        time.sleep(0.05)
+    second = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, env=env)
+    waiting = ""
+    while "waiting for stage" not in waiting and (line := second.stdout.readline()):  # it waits for the first one
+        waiting += line
+    go.touch()
+    out1, _ = first.communicate(timeout=60)
+    out2 = waiting + second.communicate(timeout=60)[0]
+    assert f"waiting for stage {tmp_path / 'runs' / 'smoke' / 'notebooks' / 'positions.ipynb'}: computed by pid " \
+           f"{first.pid} on" in waiting, out2
+    assert "STATUS ran" in out1 and "STATUS cached" in out2, (out1, out2)
+    assert len(count.read_text().split()) == 1
