@@ -40,13 +40,15 @@ ENVIRONMENT_FIELDS = frozenset({"threads", "torch", "cpu_capability", "cpu_model
 """:func:`repro.manifest.environment`'s fields, flat in a training stage's ``train_summary.json``."""
 
 VOLATILE: Mapping[str, frozenset[str]] = {
-    "*": TIMINGS | {"date", ENVIRONMENT_KEY},
+    "*": TIMINGS | {"date", ENVIRONMENT_KEY, "_sha256"},
     "*.ipynb": NOTEBOOK_TIMINGS,
     "*train_summary.json": ENVIRONMENT_FIELDS,
-    "*.done.json": frozenset({"key"}),
+    "*.done.json": frozenset({"key", "size", "sha256"}),
+    "*artifacts.json": frozenset({"size", "sha256", "recorded"}),
 }
 """File pattern (``fnmatch`` on the path relative to the run folder) -> JSON keys dropped at any depth before
-comparing; every pattern that matches a file applies."""
+comparing; every pattern that matches a file applies. Checksums of files (a record's ``_sha256``, a stage's
+``artifacts.json``, a notebook stamp) change with the timings inside those files, which are compared themselves."""
 
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _RATE = re.compile(r"\d[\d.,]* tok/s")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from repro.io import atomic_write_json, atomic_write_text, config_hash, read_json
+from repro.io import atomic_write_json, atomic_write_text, config_hash, file_sha256, read_json
 from repro.manifest import with_environment
 from repro.papers import ALL, PAPERS, check_paper
 from repro.profiles import get_profile
@@ -90,6 +90,8 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
     """
     import papermill as pm
 
+    from repro.stages.cache import stage_lock
+
     check_paper(paper)
     p = get_profile(profile)
     run_dir = Path(run_dir).resolve()
@@ -110,23 +112,66 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
     for s in chosen:
         stamp = out_dir / f"{s.name}.done.json"
         executed = out_dir / f"{s.name}.ipynb"
-        if not force and stamp.exists() and read_json(stamp).get("key") == keys[s.name] and executed.exists():
-            status[s.name] = {"status": "cached", "seconds": 0.0}
-            log(f"[{s.name}] cached (key {keys[s.name]})")
-            continue
-        log(f"[{s.name}] running ({p.name}) -> {executed}")
-        t0 = time.perf_counter()
-        tmp = out_dir / f".{s.name}.running.ipynb"
-        pm.execute_notebook(str(nb_dir / f"{s.name}.ipynb"), str(tmp), kernel_name="python3",
-                            parameters=_params(p.name, run_dir, figures_dir, force, paper), cwd=str(nb_dir),
-                            progress_bar=False, log_output=False)
-        atomic_write_text(executed, _stable_cell_ids(tmp.read_text(encoding="utf-8")))
-        tmp.unlink()
-        dt = time.perf_counter() - t0
-        atomic_write_json(stamp, with_environment({"key": keys[s.name], "seconds": dt, "profile": p.name}))
-        status[s.name] = {"status": "ran", "seconds": dt}
-        log(f"[{s.name}] done in {dt:.1f} s")
+        before = _stamp_id(stamp)
+        with stage_lock(executed, log=log):  # another reproduce on this run folder runs it once, we wait
+            ran_meanwhile = before != _stamp_id(stamp)
+            if (not force or ran_meanwhile) and _cached(stamp, executed, keys[s.name], log):
+                status[s.name] = {"status": "cached", "seconds": 0.0}
+                log(f"[{s.name}] cached (key {keys[s.name]})")
+                continue
+            log(f"[{s.name}] running ({p.name}) -> {executed}")
+            t0 = time.perf_counter()
+            tmp = out_dir / f".{s.name}.running.ipynb"
+            pm.execute_notebook(str(nb_dir / f"{s.name}.ipynb"), str(tmp), kernel_name="python3",
+                                parameters=_params(p.name, run_dir, figures_dir, force, paper), cwd=str(nb_dir),
+                                progress_bar=False, log_output=False)
+            atomic_write_text(executed, _stable_cell_ids(tmp.read_text(encoding="utf-8")))
+            tmp.unlink()
+            dt = time.perf_counter() - t0
+            atomic_write_json(stamp, with_environment({"key": keys[s.name], "seconds": dt, "profile": p.name,
+                                                       "size": executed.stat().st_size,
+                                                       "sha256": file_sha256(executed)}))
+            status[s.name] = {"status": "ran", "seconds": dt}
+            log(f"[{s.name}] done in {dt:.1f} s")
     return status
+
+
+def _stamp_id(stamp: Path) -> tuple[int, int] | None:
+    """Identity of a notebook's stamp file (inode, mtime), None when missing: a change while waiting for the
+    notebook's lock means another process ran it meanwhile."""
+    try:
+        st = stamp.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def _cached(stamp: Path, executed: Path, key: str, log) -> bool:
+    """Whether the executed notebook is a valid cache for ``key``: its stamp has the key and the executed copy
+    has the size and sha256 the stamp recorded (else it runs again, saying which file changed). A stamp from
+    before sizes and hashes were recorded is trusted and completed with them."""
+    from repro.stages.cache import verify_mode
+
+    try:
+        rec = read_json(stamp)
+    except FileNotFoundError:
+        return False
+    except ValueError:
+        log(f"{stamp}: not valid JSON (truncated?); running the notebook again")
+        return False
+    if not isinstance(rec, dict) or rec.get("key") != key or not executed.exists():
+        return False
+    if "sha256" not in rec:
+        log(f"{stamp}: written before integrity records; {executed.name} used unverified and recorded now")
+        atomic_write_json(stamp, {**rec, "size": executed.stat().st_size, "sha256": file_sha256(executed),
+                                  "origin": "legacy"})
+        return True
+    size = executed.stat().st_size
+    if size != rec.get("size") or (verify_mode() == "hash" and file_sha256(executed) != rec["sha256"]):
+        what = f"{size} bytes, recorded {rec.get('size')}" if size != rec.get("size") else "content changed"
+        log(f"{executed}: {what} since it ran; running the notebook again")
+        return False
+    return True
 
 
 def _params(profile: str, run_dir: Path, figures_dir: Path, force: bool, paper: str) -> dict:

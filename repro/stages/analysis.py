@@ -11,7 +11,7 @@ from repro.io import atomic_dir, atomic_write_json, read_json
 from repro.manifest import environment
 from repro.profiles import Profile
 from repro.stages.base import train_base
-from repro.stages.cache import as_profile, reuse, stage_dir
+from repro.stages.cache import as_profile, compute_once, stage_dir
 from repro.stages.corpus import build_corpus, get_tokenizer
 from repro.stages.extension import train_extension
 from repro.stages.keys import analysis_key
@@ -47,23 +47,26 @@ def impactful_tokens(profile: Profile | str, run_dir: str | Path = "runs", force
     p = as_profile(profile)
     lr = p.longrecipe
     out = stage_dir(run_dir, p, "analysis", analysis_key(p))
-    if reuse(out, "summary.json", force) is None:
-        t0 = time.perf_counter()
-        base = load_model(train_base(p, run_dir, progress=progress)).eval()
-        ext = load_model(train_extension(p, "flt", run_dir, progress=progress)).eval()
-        tok = get_tokenizer(p, run_dir)
-        res = ta.analyse(base, ext, tok, analysis_texts(p, run_dir), p.extend.target_window, fraction=lr.top_fraction,
-                         tagger=ta.load_tagger(), progress=progress, enrichment=lr.anchor_enrichment,
-                         min_count=lr.anchor_min_count, max_types=lr.max_anchor_types)
-        with atomic_dir(out) as tmp:
-            np.savez_compressed(tmp / "analysis.npz", samples=res.samples, changes=res.changes,
-                                selected=res.selected, delta=res.delta, counts=res.counts, anchors=res.anchors)
-            atomic_write_json(tmp / "tags.json", res.tags)
-            atomic_write_json(tmp / "summary.json", {
-                "anchors": [int(a) for a in res.anchors],
-                "anchor_pieces": [tok.decode([int(a)]) for a in res.anchors],
-                "texts": lr.analysis_texts, "length": p.extend.target_window, "source": lr.analysis_source,
-                "seconds": round(time.perf_counter() - t0, 1), "environment": environment()})
+    with compute_once(out, "summary.json", force) as done:
+        if done is None:
+            t0 = time.perf_counter()
+            base = load_model(train_base(p, run_dir, progress=progress)).eval()
+            ext = load_model(train_extension(p, "flt", run_dir, progress=progress)).eval()
+            tok = get_tokenizer(p, run_dir)
+            res = ta.analyse(base, ext, tok, analysis_texts(p, run_dir), p.extend.target_window,
+                             fraction=lr.top_fraction, tagger=ta.load_tagger(), progress=progress,
+                             enrichment=lr.anchor_enrichment, min_count=lr.anchor_min_count,
+                             max_types=lr.max_anchor_types)
+            with atomic_dir(out) as tmp:
+                np.savez_compressed(tmp / "analysis.npz", samples=res.samples, changes=res.changes,
+                                    selected=res.selected, delta=res.delta, counts=res.counts, anchors=res.anchors)
+                atomic_write_json(tmp / "tags.json", res.tags)
+                atomic_write_json(tmp / "summary.json", {
+                    "anchors": [int(a) for a in res.anchors],
+                    "anchor_pieces": [tok.decode([int(a)]) for a in res.anchors],
+                    "texts": lr.analysis_texts, "length": p.extend.target_window, "source": lr.analysis_source,
+                    "seconds": round(time.perf_counter() - t0, 1),
+                    "environment": environment()})
     summary = read_json(out / "summary.json")
     return {"path": out, "anchors": np.asarray(summary["anchors"], dtype=np.int64), "summary": summary}
 

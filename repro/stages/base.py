@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro.profiles import Profile
-from repro.stages.cache import as_profile, reuse, stage_dir
+from repro.stages.cache import as_profile, compute_once, stage_dir
 from repro.stages.corpus import build_corpus
 from repro.stages.keys import base_key
 
@@ -25,16 +25,18 @@ def train_base(profile: Profile | str, run_dir: str | Path = "runs", force: bool
     if p.model.pretrained:
         return Path(p.model.pretrained)
     out = stage_dir(run_dir, p, "base", base_key(p))
-    if (done := reuse(out, "final", force)) is not None:
-        return done
-    corpus = build_corpus(p, run_dir)
-    tok = load_tokenizer(corpus.path / "tokenizer")
-    # max_position_embeddings: twice the longest length the model is trained or evaluated at
-    max_pos = max(max(p.eval.lengths), p.extend.target_window) * 2
-    model = build_tiny(p.model, len(tok), max_pos, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id, p.base.seed)
-    method = get_method("base_curriculum", cfg=p.base, tokenizer=tok, corpus=corpus.rows(weight=p.base.lm_weight),
-                        vocab_size=len(tok))
-    cfg = TrainConfig.from_section(p.base, method.max_steps(), schedule="constant")
-    final = Trainer(model, method, cfg, out, progress=progress).train()
-    tok.save_pretrained(final)
-    return final
+    with compute_once(out, "final", force) as done:
+        if done is not None:
+            return done
+        corpus = build_corpus(p, run_dir)
+        tok = load_tokenizer(corpus.path / "tokenizer")
+        # max_position_embeddings: twice the longest length the model is trained or evaluated at
+        max_pos = max(max(p.eval.lengths), p.extend.target_window) * 2
+        model = build_tiny(p.model, len(tok), max_pos, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id,
+                           p.base.seed)
+        method = get_method("base_curriculum", cfg=p.base, tokenizer=tok, corpus=corpus.rows(weight=p.base.lm_weight),
+                            vocab_size=len(tok))
+        cfg = TrainConfig.from_section(p.base, method.max_steps(), schedule="constant")
+        final = Trainer(model, method, cfg, out, progress=progress).train()
+        tok.save_pretrained(final)
+        return final

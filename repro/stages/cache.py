@@ -1,4 +1,4 @@
-"""The one caching helper of every stage: versioned keys, stage folders, reuse, atomic finish.
+"""The one caching helper of every stage: versioned keys, stage folders, reuse, atomic finish, integrity, locks.
 
 A stage writes under ``<run_dir>/<profile>/<stage>-<key>/`` (or one JSON file
 for evaluation records), where ``key`` hashes every config field that can
@@ -8,15 +8,54 @@ first; an unfinished training stage resumes from its last checkpoint (the
 trainer's business). Folders and files appear atomically (built under a
 temporary name, then renamed), so a killed run never leaves a half-written
 result that a later run would take as finished.
+
+Integrity. A stage computed through :func:`compute_once` ends by writing
+``artifacts.json`` (:data:`MANIFEST`) into its folder, atomically and last: the size and sha256 of every
+file of the folder. A JSON record of :func:`cached_json` carries the sha256 of its own content under
+:data:`CHECKSUM_KEY` (one file, one atomic write). On reuse the sizes are always compared and the hashes too
+unless ``REPRO_VERIFY=size`` (for huge checkpoints; hashing runs at about 1 GB/s, ~10 ms for 10 MB). A
+truncated, edited or missing file is never used silently: the damaged result is deleted with a
+:class:`CacheWarning` naming the file and what changed, and the stage is computed again. Where nothing can
+compute it again (:func:`verify_stage`, used by the checkpoint look-up of the evaluation notebooks) a
+:class:`CacheIntegrityError` names the file and stops the run.
+
+Legacy caches (finished before manifests existed: the stage's ``done`` artifact is there, no manifest) are
+trusted and recorded: they are used as before, a :class:`CacheWarning` says so, and a manifest with
+``"origin": "legacy"`` is written, so changes from then on are detected. Recomputing every legacy stage
+would throw away finished training on upgrade, and nothing recorded could tell a damaged legacy artifact
+from a sound one anyway; ``force`` recomputes a doubted one. A legacy JSON record that does not parse
+(truncated) is recomputed. One exception: a stage whose lock was left by a killed holder (see below) and
+that has no manifest was interrupted mid-compute, so it is computed again (a training stage resumes).
+
+Concurrency. Every stage computes under :func:`stage_lock`: a ``.<name>.lock`` file beside the stage
+folder (or JSON record) locked with ``fcntl.flock`` (the OS releases it when its holder dies, so a lock
+left by a killed run is taken over at once) and holding the holder's pid, host, command and start
+time. A second process on the same stage waits (``REPRO_LOCK_TIMEOUT`` seconds, default 6 hours,
+reporting the holder every few minutes) or, with ``REPRO_LOCK_WAIT=0``, refuses at once with
+:class:`StageLocked` naming the holder; once it holds the lock it checks again whether the stage finished
+meanwhile, so no stage is computed twice (a ``force`` that was waiting reuses a result finished while it
+waited). In a multi-process launch (``WORLD_SIZE`` > 1) only rank 0 locks, deletes and writes manifests;
+the other ranks verify and compute along with it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
 import shutil
+import socket
+import sys
+import threading
+import time
+import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
-from repro.io import atomic_write_json, config_hash, read_json
+from repro.io import atomic_write_json, atomic_write_text, config_hash, file_sha256, read_json, to_jsonable
 from repro.manifest import ENVIRONMENT_KEY, with_environment
 from repro.profiles import Profile, get_profile
 
@@ -26,6 +65,29 @@ STAGE_VERSION: dict[str, int | None] = {"corpus": 1, "base": 1, "extend": 1, "ev
                                         "pldata": 1, "plppl": 1}
 """Bumped when a stage's code changes what it produces (invalidates its caches). ``None``: keyed
 without a version (the general-ability cache never had one; giving it one invalidates it once)."""
+
+MANIFEST = "artifacts.json"
+"""The integrity manifest a finished stage folder ends with: size and sha256 of each of its files."""
+CHECKSUM_KEY = "_sha256"
+"""The key of a cached JSON record holding the sha256 of the rest of the record."""
+VERIFY_MODES = ("hash", "size")
+"""``REPRO_VERIFY``: ``hash`` (default) compares sizes and sha256 on reuse; ``size`` only sizes."""
+DEFAULT_LOCK_TIMEOUT = 6 * 3600.0
+"""Seconds a process waits for a stage another process computes (``REPRO_LOCK_TIMEOUT``)."""
+REPORT_EVERY = 300.0
+"""Seconds between the messages of a process waiting for a lock."""
+
+
+class CacheWarning(UserWarning):
+    """A cached result was damaged (and is recomputed) or is a legacy one used unverified."""
+
+
+class CacheIntegrityError(RuntimeError):
+    """A cached result is damaged and cannot be computed again from here."""
+
+
+class StageLocked(RuntimeError):
+    """Another process holds the stage's lock (``REPRO_LOCK_WAIT=0``, or ``REPRO_LOCK_TIMEOUT`` ran out)."""
 
 
 def as_profile(p: Profile | str) -> Profile:
@@ -61,20 +123,385 @@ def eval_path(run_dir: str | Path, profile: Profile, name: str) -> Path:
     return Path(run_dir) / profile.name / "eval" / f"{name}.json"
 
 
+# -- settings -------------------------------------------------------------------------------------------
+
+def verify_mode() -> str:
+    """``REPRO_VERIFY`` (default ``hash``)."""
+    mode = os.environ.get("REPRO_VERIFY", "hash").strip().lower() or "hash"
+    if mode not in VERIFY_MODES:
+        raise ValueError(f"REPRO_VERIFY={mode!r}; allowed: {', '.join(VERIFY_MODES)}")
+    return mode
+
+
+def lock_settings() -> tuple[bool, float]:
+    """``(wait, timeout seconds)`` from ``REPRO_LOCK_WAIT`` (``1``, default, or ``0``) and ``REPRO_LOCK_TIMEOUT``."""
+    wait = os.environ.get("REPRO_LOCK_WAIT", "1").strip()
+    if wait not in ("0", "1"):
+        raise ValueError(f"REPRO_LOCK_WAIT={wait!r}; allowed: 1 (wait for the holder) or 0 (refuse at once)")
+    raw = os.environ.get("REPRO_LOCK_TIMEOUT", "").strip()
+    try:
+        timeout = float(raw) if raw else DEFAULT_LOCK_TIMEOUT
+    except ValueError:
+        timeout = -1.0
+    if not timeout > 0:
+        raise ValueError(f"REPRO_LOCK_TIMEOUT={raw!r}; allowed: seconds > 0 (default {DEFAULT_LOCK_TIMEOUT:.0f})")
+    return wait == "1", timeout
+
+
+def _follower() -> bool:
+    """A rank other than 0 of a multi-process launch (it neither locks nor deletes nor writes manifests)."""
+    return os.environ.get("WORLD_SIZE", "1") not in ("", "1") and os.environ.get("RANK", "0") not in ("", "0")
+
+
+# -- locks ----------------------------------------------------------------------------------------------
+
+def lock_path(path: str | Path) -> Path:
+    """The lock file of the stage folder or record at ``path``: ``.<name>.lock`` beside it."""
+    path = Path(path)
+    return path.parent / f".{path.name}.lock"
+
+
+def _holder_text(info: dict | None) -> str:
+    if not info:
+        return "an unknown process"
+    return (f"pid {info.get('pid')} on {info.get('host')} (command: {info.get('command')!s}; "
+            f"since {info.get('started')})")
+
+
+def _read_holder(lock: Path) -> dict | None:
+    try:
+        info = json.loads(lock.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+class _Held:
+    """A lock this process holds: the open file, how many nested holders, what a dead holder left."""
+
+    def __init__(self, fd: int, stale: dict | None):
+        self.fd, self.depth, self.stale = fd, 1, stale
+
+
+_HELD: dict[str, _Held] = {}
+_THREAD_LOCKS: dict[str, threading.RLock] = {}
+_REGISTRY = threading.Lock()
+
+
+def _try_flock(lock: Path) -> tuple[int, dict | None] | None:
+    """The locked file and what a dead holder left in it, or None while another process holds it."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    os.close(fd)
+                    return None
+                raise
+            try:  # the holder before us unlinked the file on release: ours is a dead inode, open it again
+                same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                return fd, _claim(fd)
+            os.close(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            raise
+
+
+def _claim(fd: int) -> dict | None:
+    """Write this process into the locked file ``fd``; returns what a killed holder left there (or None)."""
+    with os.fdopen(os.dup(fd), "r+", encoding="utf-8") as f:
+        left = f.read()
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv)[:500],
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        f.seek(0)
+        f.truncate()
+        f.write(json.dumps(info) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    if not left.strip():  # a holder releases by unlinking the file: content left behind means it was killed
+        return None
+    try:
+        return json.loads(left)
+    except ValueError:
+        return {"pid": "?", "host": "?", "command": left.strip()[:200], "started": "?"}
+
+
+@contextlib.contextmanager
+def stage_lock(path: str | Path, log: Callable[[str], Any] | None = None) -> Iterator[_Held]:
+    """Hold the lock of the stage at ``path`` (see the module docstring); re-entrant within a process.
+
+    Waits for another holder (``REPRO_LOCK_WAIT``, ``REPRO_LOCK_TIMEOUT``), reporting it through ``log``
+    (default: standard error); raises :class:`StageLocked` naming the holder when it may not wait longer.
+    Yields the held lock; its ``stale`` is what a killed previous holder left (its pid, host, command), else None.
+    """
+    lock = lock_path(path)
+    key = str(lock.resolve() if lock.parent.exists() else lock.absolute())
+    with _REGISTRY:
+        tlock = _THREAD_LOCKS.setdefault(key, threading.RLock())
+    say = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    wait, timeout = lock_settings()
+    if not tlock.acquire(blocking=wait, timeout=timeout if wait else -1):
+        raise StageLocked(f"{lock}: another thread of this process computes {Path(path).name}")
+    try:
+        held = _HELD.get(key)
+        if held is not None:  # this thread holds it already (a stage calling itself through another path)
+            held.depth += 1
+        else:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            t0, next_report, got = time.monotonic(), 0.0, None
+            while (got := _try_flock(lock)) is None:
+                waited = time.monotonic() - t0
+                holder = _holder_text(_read_holder(lock))
+                if not wait:
+                    raise StageLocked(f"stage {path} is being computed by {holder} (lock {lock}); "
+                                      "REPRO_LOCK_WAIT=0 refuses to wait (unset it, or set 1, to wait)")
+                if waited >= timeout:
+                    raise StageLocked(f"stage {path} is still being computed by {holder} after {waited:.0f} s "
+                                      f"(REPRO_LOCK_TIMEOUT={timeout:.0f}); lock {lock}")
+                if waited >= next_report:
+                    say(f"waiting for stage {path}: computed by {holder}; waited {waited:.0f} s of "
+                        f"{timeout:.0f} (REPRO_LOCK_TIMEOUT)")
+                    next_report += REPORT_EVERY
+                time.sleep(min(0.2 + waited / 50, 2.0))
+            held = _HELD[key] = _Held(*got)
+            if held.stale:
+                say(f"stage {path}: took over the lock left by {_holder_text(held.stale)}, which was killed")
+        try:
+            yield held
+        finally:
+            held.depth -= 1
+            if held.depth == 0:
+                del _HELD[key]
+                with contextlib.suppress(FileNotFoundError):
+                    lock.unlink()  # while still locked: a waiter that opened it sees another inode and retries
+                os.close(held.fd)
+    finally:
+        tlock.release()
+
+
+# -- integrity --------------------------------------------------------------------------------------------
+
+_HASHED: dict[tuple[str, int, int, int], str] = {}
+"""sha256 of files this process hashed, by (path, size, mtime_ns, inode); only files whose mtime was over
+:data:`_RACY` seconds old when hashed (a later edit within the file system's clock tick cannot hide)."""
+_RACY = 2.0
+
+
+def _sha256(f: Path, st: os.stat_result) -> str:
+    k = (str(f), st.st_size, st.st_mtime_ns, st.st_ino)
+    if k in _HASHED:
+        return _HASHED[k]
+    h = file_sha256(f)
+    if time.time() - st.st_mtime_ns / 1e9 > _RACY:
+        _HASHED[k] = h
+    return h
+
+
+def _artifact_files(path: Path) -> list[Path]:
+    """Every file of a stage folder but its manifest and temporary leftovers (``.<name>.*.tmp``)."""
+    out = []
+    for f in sorted(path.rglob("*")):
+        rel = f.relative_to(path)
+        if rel.as_posix() == MANIFEST or any(p.startswith(".") and p.endswith(".tmp") for p in rel.parts):
+            continue
+        if f.is_file():
+            out.append(f)
+    return out
+
+
+def write_manifest(path: Path, done: str, origin: str = "finished") -> Path:
+    """Record size and sha256 of every file of the stage folder ``path`` in ``path/artifacts.json`` (atomic,
+    written last). ``origin``: ``finished`` (just computed) or ``legacy`` (found finished without one)."""
+    files = {}
+    for f in _artifact_files(path):
+        st = f.stat()
+        files[f.relative_to(path).as_posix()] = {"size": st.st_size, "sha256": _sha256(f, st)}
+    rec: dict[str, Any] = {"format": 1, "done": done, "origin": origin,
+                           "recorded": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "files": files}
+    if origin == "legacy":
+        rec["note"] = ("finished before integrity manifests: recorded as found on first reuse, not verified "
+                       "against the files as they were written")
+    return atomic_write_json(path / MANIFEST, rec)
+
+
+def check_manifest(path: Path, mode: str | None = None) -> str | None:
+    """What is wrong with the finished stage folder ``path`` against its manifest (the file named first),
+    or None when every recorded file has its size (and, in ``hash`` mode, its sha256)."""
+    mode = mode or verify_mode()
+    try:
+        rec = read_json(path / MANIFEST)
+        files = rec["files"]
+        done = rec["done"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"{path / MANIFEST}: unreadable manifest ({type(e).__name__}: {e})"
+    if not (path / done).exists():
+        return f"{path / done}: missing (the stage's finished artifact)"
+    for rel, want in files.items():
+        f = path / rel
+        try:
+            st = f.stat()
+        except FileNotFoundError:
+            return f"{f}: missing (recorded {want['size']} bytes)"
+        if st.st_size != want["size"]:
+            return f"{f}: {st.st_size} bytes, recorded {want['size']} (truncated or rewritten)"
+        if mode == "hash" and _sha256(f, st) != want["sha256"]:
+            return f"{f}: content changed (sha256 {_sha256(f, st)[:12]}..., recorded {want['sha256'][:12]}...)"
+    return None
+
+
+def _state(path: Path, done: str, stale: bool = False) -> tuple[str, str | None]:
+    """``(state, problem)``: ``missing``, ``finished`` (verified), ``legacy``, ``unfinished`` (a killed holder's
+    stage without a manifest) or ``damaged`` with the problem naming the file."""
+    if (path / MANIFEST).exists():
+        problem = check_manifest(path)
+        return ("damaged", problem) if problem else ("finished", None)
+    if not (path / done).exists():
+        return "missing", None
+    return ("unfinished", None) if stale else ("legacy", None)
+
+
+def _discard(path: Path, problem: str) -> None:
+    warnings.warn(f"{problem}; deleting the damaged cached stage {path} and computing it again",
+                  CacheWarning, stacklevel=4)
+    shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def _legacy(path: Path, done: str) -> None:
+    warnings.warn(f"{path}: finished before integrity manifests; used unverified and its files recorded now "
+                  f"({MANIFEST}, origin 'legacy') so later changes are detected (force=True recomputes it)",
+                  CacheWarning, stacklevel=4)
+    write_manifest(path, done, origin="legacy")
+
+
 def reuse(path: Path, done: str, force: bool) -> Path | None:
-    """``path / done`` when the stage at ``path`` finished (``done`` is the artifact written last:
-    the trainer's ``final`` folder, a manifest or a summary); ``force`` deletes the stage first."""
-    if force and path.exists():
+    """``path / done`` when the stage at ``path`` finished and its files check out (``done`` is the artifact
+    the stage writes last: the trainer's ``final`` folder, a manifest or a summary), else None; ``force``
+    deletes the stage first, and so does damage (with a :class:`CacheWarning` naming the file). No lock:
+    :func:`compute_once` is the locked form."""
+    if force and path.exists() and not _follower():
         shutil.rmtree(path)
-    return path / done if (path / done).exists() else None
+    state, problem = _state(path, done)
+    if state == "damaged":
+        if not _follower():
+            _discard(path, problem)
+        return None
+    if state == "legacy" and not _follower():
+        _legacy(path, done)
+    return path / done if state in ("finished", "legacy") else None
+
+
+def verify_stage(path: Path, done: str) -> Path:
+    """``path / done`` of a finished stage that cannot be computed again from here; raises
+    :class:`CacheIntegrityError` naming the damaged file (a legacy stage without a manifest passes)."""
+    state, problem = _state(path, done)
+    if state == "damaged":
+        raise CacheIntegrityError(f"{problem}; the cached stage {path} is damaged: run the stage that makes it "
+                                  "again (it is recomputed), or delete the folder")
+    return path / done
+
+
+def _stamp(f: Path) -> tuple[int, int] | None:
+    try:
+        st = f.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+@contextlib.contextmanager
+def compute_once(path: Path, done: str, force: bool = False) -> Iterator[Path | None]:
+    """The stage at ``path`` computed once across processes: under :func:`stage_lock`, yields ``path / done``
+    when it finished (verified, see :func:`reuse`) or None, and then the body computes it; a body that ends
+    normally with ``path / done`` present gets its manifest written. Use as::
+
+        with compute_once(out, "final", force) as done:
+            if done is not None:
+                return done
+            ...  # compute the stage into ``out``
+    """
+    if _follower():  # ranks > 0 of a launch compute along with rank 0, which locks and records
+        yield reuse(path, done, False)
+        return
+    before = _stamp(path / MANIFEST)
+    with stage_lock(path) as lock:
+        after = _stamp(path / MANIFEST)
+        if force and not (after is not None and after != before):  # not finished by the holder we waited for
+            if path.exists():
+                shutil.rmtree(path)
+        state, problem = _state(path, done, stale=lock.stale is not None)
+        if state == "damaged":
+            _discard(path, problem)
+        elif state == "legacy":
+            _legacy(path, done)
+        if state in ("finished", "legacy"):
+            yield path / done
+            return
+        yield None
+        if (path / done).exists():
+            write_manifest(path, done)
+
+
+# -- JSON records --------------------------------------------------------------------------------------
+
+def _record_sha(rec: Mapping[str, Any]) -> str:
+    body = {k: v for k, v in rec.items() if k != CHECKSUM_KEY}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def _read_record(path: Path) -> tuple[dict | None, str | None, bool]:
+    """``(record without its checksum, problem naming the file, legacy)``; (None, None, False) when missing."""
+    try:
+        rec = read_json(path)
+    except FileNotFoundError:
+        return None, None, False
+    except (ValueError, UnicodeDecodeError) as e:
+        return None, f"{path}: not valid JSON ({e}; truncated?)", False
+    if not isinstance(rec, dict):
+        return None, f"{path}: a JSON {type(rec).__name__}, not a record", False
+    if CHECKSUM_KEY not in rec:
+        return rec, None, True
+    if rec[CHECKSUM_KEY] != _record_sha(rec):
+        return None, f"{path}: content changed (sha256 of the record differs from its {CHECKSUM_KEY})", False
+    return {k: v for k, v in rec.items() if k != CHECKSUM_KEY}, None, False
+
+
+def write_record(path: Path, rec: Mapping[str, Any]) -> Path:
+    """Write JSON record ``rec`` atomically with its checksum under :data:`CHECKSUM_KEY`."""
+    body = to_jsonable(dict(rec))
+    if CHECKSUM_KEY in body:
+        raise ValueError(f"record for {path} has a key {CHECKSUM_KEY!r}; allowed: any other key (it holds the "
+                         "record's checksum)")
+    body[CHECKSUM_KEY] = _record_sha(body)
+    return atomic_write_text(path, json.dumps(body, indent=2, sort_keys=True) + "\n")
 
 
 def cached_json(path: Path, force: bool, compute: Callable[[], Mapping[str, Any]]) -> dict:
     """The JSON record at ``path``, computed by ``compute()`` and written atomically when missing
-    (or when ``force``), with :func:`repro.manifest.environment` under ``environment``. Fresh and cached calls
-    return the same thing: the record as read back, less that manifest field."""
-    if force or not path.exists():
-        atomic_write_json(path, with_environment(dict(compute())))
-    rec = read_json(path)
-    rec.pop(ENVIRONMENT_KEY, None)
-    return rec
+    (or when ``force``, or damaged: a :class:`CacheWarning` names the file), under the record's lock, with
+    :func:`repro.manifest.environment` under ``environment``. Fresh and cached calls return the same thing: the
+    record as read back, less its checksum and that manifest field."""
+    before = _stamp(path)
+    with stage_lock(path):
+        if force and not (_stamp(path) is not None and _stamp(path) != before):
+            path.unlink(missing_ok=True)
+        rec, problem, legacy = _read_record(path)
+        if problem:
+            _discard(path, problem)
+        elif legacy:
+            warnings.warn(f"{path}: a record written before checksums; used unverified and rewritten with its "
+                          f"{CHECKSUM_KEY} so later changes are detected", CacheWarning, stacklevel=2)
+            write_record(path, rec)
+        if rec is None:
+            write_record(path, with_environment(dict(compute())))
+            rec, problem, _ = _read_record(path)
+            if problem:
+                raise CacheIntegrityError(f"{problem} right after writing it")
+        rec = dict(rec)
+        rec.pop(ENVIRONMENT_KEY, None)
+        return rec

@@ -17,7 +17,7 @@ import dataclasses
 from pathlib import Path
 
 from repro.profiles import Profile
-from repro.stages.cache import as_profile, reuse, stage_dir, stage_key
+from repro.stages.cache import as_profile, compute_once, stage_dir, stage_key
 
 TASK_OBJECTIVES = ("ce", "cdt")
 """Objectives of the task fine-tune."""
@@ -61,23 +61,24 @@ def train_cdt(profile: Profile | str, name: str = "cdt", run_dir: str | Path = "
     p = as_profile(profile)
     rp, arm = replicate_profile(p, name)
     out = stage_dir(run_dir, p, f"extend-{name}", extension_key(p, name))
-    if (done := reuse(out, "final", force)) is not None:
-        return done
-    e, sd = rp.extend, rp.selfdistill
-    base = train_base(p, run_dir, progress=progress)
-    model = load_model(base, attn_implementation=p.model.attn_implementation, **model_settings(rp, arm))
-    corpus = build_corpus(p, run_dir)
-    tok = load_tokenizer(corpus.path / "tokenizer")
-    m = cdt_method(rp, arm, tok, corpus.rows())
-    data = prepare_extension_data(p, name, m, run_dir)
-    curve = split_seed(name)[1] == 0
-    keep = {"checkpoint_every": p.cdt.curve_every, "keep_checkpoints": 10**6} if curve else {}
-    cfg = TrainConfig.from_section(e, e.steps, schedule="cosine", bf16=sd.bf16, **keep)
-    final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
-    tok.save_pretrained(final)
-    if curve:
-        export_curve(out, final)
-    return final
+    with compute_once(out, "final", force) as done:
+        if done is not None:
+            return done
+        e, sd = rp.extend, rp.selfdistill
+        base = train_base(p, run_dir, progress=progress)
+        model = load_model(base, attn_implementation=p.model.attn_implementation, **model_settings(rp, arm))
+        corpus = build_corpus(p, run_dir)
+        tok = load_tokenizer(corpus.path / "tokenizer")
+        m = cdt_method(rp, arm, tok, corpus.rows())
+        data = prepare_extension_data(p, name, m, run_dir)
+        curve = split_seed(name)[1] == 0
+        keep = {"checkpoint_every": p.cdt.curve_every, "keep_checkpoints": 10**6} if curve else {}
+        cfg = TrainConfig.from_section(e, e.steps, schedule="cosine", bf16=sd.bf16, **keep)
+        final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
+        tok.save_pretrained(final)
+        if curve:
+            export_curve(out, final)
+        return final
 
 
 def task_key(p: Profile, objective: str) -> str:
@@ -121,26 +122,28 @@ def train_task_model(profile: Profile | str, objective: str = "ce", run_dir: str
     p = as_profile(profile)
     key = task_key(p, objective)
     out = stage_dir(run_dir, p, f"cdtask-{objective}", key)
-    if (done := reuse(out, "final", force)) is not None:
-        return done
-    cd = p.cdt
-    base = train_base(p, run_dir, progress=progress)
-    model = load_model(base, attn_implementation=p.model.attn_implementation)
-    corpus = build_corpus(p, run_dir)
-    tok = load_tokenizer(corpus.path / "tokenizer")
-    inner = _task_extension(p, tok, corpus.rows())
-    m = cdt_method(p, f"task-{objective}", tok, None, inner=inner) if objective == "cdt" else inner
-    data = stage_dir(run_dir, p, "data-cdtask", task_key(p, "ce"))  # the same rows for both objectives
-    if reuse(data, "prepared.json", force) is None:
-        prepare_batches(inner, cd.task_steps, data)
-    cfg = TrainConfig(max_steps=cd.task_steps, lr=cd.task_lr, warmup_steps=p.extend.warmup_steps,
-                      min_lr_ratio=p.extend.min_lr_ratio, grad_clip=p.extend.grad_clip, bf16=p.extend.bf16,
-                      threads=p.extend.threads, checkpoint_every=cd.task_curve_every, keep_checkpoints=10**6,
-                      seed=p.extend.seed)
-    final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
-    tok.save_pretrained(final)
-    export_curve(out, final)
-    return final
+    with compute_once(out, "final", force) as done:
+        if done is not None:
+            return done
+        cd = p.cdt
+        base = train_base(p, run_dir, progress=progress)
+        model = load_model(base, attn_implementation=p.model.attn_implementation)
+        corpus = build_corpus(p, run_dir)
+        tok = load_tokenizer(corpus.path / "tokenizer")
+        inner = _task_extension(p, tok, corpus.rows())
+        m = cdt_method(p, f"task-{objective}", tok, None, inner=inner) if objective == "cdt" else inner
+        data = stage_dir(run_dir, p, "data-cdtask", task_key(p, "ce"))  # the same rows for both objectives
+        with compute_once(data, "prepared.json", force) as prepared:
+            if prepared is None:
+                prepare_batches(inner, cd.task_steps, data)
+        cfg = TrainConfig(max_steps=cd.task_steps, lr=cd.task_lr, warmup_steps=p.extend.warmup_steps,
+                          min_lr_ratio=p.extend.min_lr_ratio, grad_clip=p.extend.grad_clip, bf16=p.extend.bf16,
+                          threads=p.extend.threads, checkpoint_every=cd.task_curve_every, keep_checkpoints=10**6,
+                          seed=p.extend.seed)
+        final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
+        tok.save_pretrained(final)
+        export_curve(out, final)
+        return final
 
 
 def task_checkpoints(final: Path) -> dict[int, Path]:

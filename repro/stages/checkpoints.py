@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro.profiles import Profile
-from repro.stages.cache import as_profile, stage_dir
+from repro.stages.cache import as_profile, stage_dir, verify_stage
 from repro.stages.extension import extension_arms
 from repro.stages.keys import base_key, extension_key, merge_key, replay_key
 
 
-def checkpoint_path(profile: Profile | str, name: str, run_dir: str | Path = "runs") -> Path:
-    """Path of a finished checkpoint by name; error if missing.
+def checkpoint_path(profile: Profile | str, name: str, run_dir: str | Path = "runs", verify: bool = True) -> Path:
+    """Path of a finished checkpoint by name; error if missing, or (``verify``) if its stage's files no longer
+    match their manifest (:func:`repro.stages.cache.verify_stage`: the training notebook recomputes it).
 
     Names: ``base``, an extension arm (``flt``, ``pose``, ``longrecipe_r10``, ...), ``<arm>+replay``
     (after pretraining-data replay) and ``<arm>+merge`` (replayed model merged with the base, Eq. 8), each
@@ -34,6 +35,8 @@ def checkpoint_path(profile: Profile | str, name: str, run_dir: str | Path = "ru
     if not p.model.pretrained and not path.exists():
         raise FileNotFoundError(f"checkpoint {name!r} for profile {p.name!r} not found at {path}; "
                                 "run the training notebook first (python -m repro reproduce --only training)")
+    if verify and not p.model.pretrained:
+        verify_stage(path.parent, "final")
     return path
 
 
@@ -47,7 +50,7 @@ def available_checkpoints(profile: Profile | str, run_dir: str | Path = "runs") 
     names += [f"{m}+{stage}" for m in p.longrecipe.replay_methods for stage in STAGES]
     for name in names:
         try:
-            checkpoint_path(p, name, run_dir)
+            checkpoint_path(p, name, run_dir, verify=False)
         except FileNotFoundError:
             continue
         out.append(name)

@@ -16,7 +16,7 @@ from repro.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from repro.io import atomic_dir, atomic_write_json, atomic_write_text, read_json, read_jsonl
 from repro.manifest import environment
 from repro.profiles import Profile
-from repro.stages.cache import as_profile, reuse, stage_dir
+from repro.stages.cache import as_profile, compute_once, stage_dir
 from repro.stages.keys import corpus_key
 
 
@@ -73,28 +73,30 @@ def build_corpus(profile: Profile | str, run_dir: str | Path = "runs", force: bo
     """Read the sources, train (or load) the tokenizer, tokenize, and write the manifest."""
     p = as_profile(profile)
     path = stage_dir(run_dir, p, "corpus", corpus_key(p))
-    if reuse(path, "manifest.json", force) is None:
-        t0 = time.perf_counter()
-        docs = _read_documents(p)
-        if p.tokenizer.pretrained:
-            from transformers import AutoTokenizer
-            tok = AutoTokenizer.from_pretrained(p.tokenizer.pretrained)
-        else:
-            tok = train_tokenizer(_tokenizer_sample(docs, p.tokenizer.train_bytes), p.tokenizer.vocab_size)
-        enc = tok([d.text for d in docs], add_special_tokens=False).input_ids
-        ids = [[tok.bos_token_id, *e] for e in enc]
-        counts = [len(e) for e in ids]
-        with atomic_dir(path) as tmp:
-            save_tokenizer(tok, tmp / "tokenizer")
-            dtype = np.uint16 if len(tok) < 65_536 else np.int32
-            np.save(tmp / "tokens.npy", np.concatenate([np.asarray(e, dtype=dtype) for e in ids]))
-            np.save(tmp / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
-            atomic_write_text(tmp / "documents.jsonl", "".join(
-                json.dumps({"source": d.source, "name": d.name, "text": d.text}) + "\n" for d in docs))
-            m = manifest(docs, counts)
-            m.update(tokenizer={"vocab_size": len(tok), "pretrained": p.tokenizer.pretrained},
-                     build_seconds=round(time.perf_counter() - t0, 1), config=p.corpus, environment=environment())
-            atomic_write_json(tmp / "manifest.json", m)
+    with compute_once(path, "manifest.json", force) as done:
+        if done is None:
+            t0 = time.perf_counter()
+            docs = _read_documents(p)
+            if p.tokenizer.pretrained:
+                from transformers import AutoTokenizer
+                tok = AutoTokenizer.from_pretrained(p.tokenizer.pretrained)
+            else:
+                tok = train_tokenizer(_tokenizer_sample(docs, p.tokenizer.train_bytes), p.tokenizer.vocab_size)
+            enc = tok([d.text for d in docs], add_special_tokens=False).input_ids
+            ids = [[tok.bos_token_id, *e] for e in enc]
+            counts = [len(e) for e in ids]
+            with atomic_dir(path) as tmp:
+                save_tokenizer(tok, tmp / "tokenizer")
+                dtype = np.uint16 if len(tok) < 65_536 else np.int32
+                np.save(tmp / "tokens.npy", np.concatenate([np.asarray(e, dtype=dtype) for e in ids]))
+                np.save(tmp / "offsets.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+                atomic_write_text(tmp / "documents.jsonl", "".join(
+                    json.dumps({"source": d.source, "name": d.name, "text": d.text}) + "\n" for d in docs))
+                m = manifest(docs, counts)
+                m.update(tokenizer={"vocab_size": len(tok), "pretrained": p.tokenizer.pretrained},
+                         build_seconds=round(time.perf_counter() - t0, 1), config=p.corpus,
+                         environment=environment())
+                atomic_write_json(tmp / "manifest.json", m)
     return _load_corpus(str(path))
 
 

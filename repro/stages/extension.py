@@ -11,7 +11,7 @@ from repro.distributed import is_launched, make_accelerator
 from repro.io import read_jsonl
 from repro.profiles import Profile
 from repro.stages.base import train_base
-from repro.stages.cache import as_profile, reuse, stage_dir
+from repro.stages.cache import as_profile, compute_once, stage_dir
 from repro.stages.corpus import build_corpus
 from repro.stages.keys import extension_key, replicate_profile
 
@@ -52,27 +52,28 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     rp, arm = replicate_profile(p, method)  # a training-seed replicate trains its arm at its own seed
     spec = extension_spec(arm)
     out = stage_dir(run_dir, p, f"extend-{method}", extension_key(p, method))
-    if (done := reuse(out, "final", force)) is not None:
-        return done
-    e = rp.extend
-    accelerator = None
-    if is_launched():
-        from repro.pipeline import REPO
+    with compute_once(out, "final", force) as done:
+        if done is not None:
+            return done
+        e = rp.extend
+        accelerator = None
+        if is_launched():
+            from repro.pipeline import REPO
 
-        ds = e.deepspeed_config and (Path(e.deepspeed_config) if Path(e.deepspeed_config).is_absolute()
-                                     else REPO / e.deepspeed_config)
-        accelerator = make_accelerator(ds or None, global_batch=e.batch_size)
-    with main_process_first(accelerator):
-        model, m, data = _extension_inputs(p, rp, method, arm, spec, run_dir, progress)
-    cfg = TrainConfig.from_section(e, e.steps, schedule="cosine")
-    final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress,
-                    accelerator=accelerator).train()
-    if accelerator is None or accelerator.is_main_process:
-        tok = load_tokenizer(build_corpus(p, run_dir).path / "tokenizer")
-        tok.save_pretrained(final)
-    if accelerator is not None:
-        accelerator.wait_for_everyone()
-    return final
+            ds = e.deepspeed_config and (Path(e.deepspeed_config) if Path(e.deepspeed_config).is_absolute()
+                                         else REPO / e.deepspeed_config)
+            accelerator = make_accelerator(ds or None, global_batch=e.batch_size)
+        with main_process_first(accelerator):
+            model, m, data = _extension_inputs(p, rp, method, arm, spec, run_dir, progress)
+        cfg = TrainConfig.from_section(e, e.steps, schedule="cosine")
+        final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress,
+                        accelerator=accelerator).train()
+        if accelerator is None or accelerator.is_main_process:
+            tok = load_tokenizer(build_corpus(p, run_dir).path / "tokenizer")
+            tok.save_pretrained(final)
+        if accelerator is not None:
+            accelerator.wait_for_everyone()
+        return final
 
 
 def main_process_first(accelerator):
@@ -111,9 +112,10 @@ def prepare_extension_data(p: Profile, method: str, m, run_dir: str | Path = "ru
     from repro.methods.prepared import prepare_batches
 
     out = stage_dir(run_dir, p, f"data-{method}", extension_key(p, method))
-    if reuse(out, "prepared.json", force) is not None:
-        return out
-    return prepare_batches(m, steps or p.extend.steps, out, workers=p.extend.data_workers)
+    with compute_once(out, "prepared.json", force) as done:
+        if done is not None:
+            return out
+        return prepare_batches(m, steps or p.extend.steps, out, workers=p.extend.data_workers)
 
 
 def extension_method(p: Profile, method: str, tokenizer, corpus_rows: CorpusRows, anchors: np.ndarray | None = None,

@@ -21,7 +21,7 @@ import numpy as np
 from repro.io import atomic_dir, atomic_write_json, read_json
 from repro.manifest import with_environment
 from repro.profiles import Profile
-from repro.stages.cache import as_profile, reuse, stage_dir, stage_key
+from repro.stages.cache import as_profile, compute_once, stage_dir, stage_key
 
 TASK_STREAM = "tasks"
 """Name of the testbed's task rows in a ProLong mixture."""
@@ -93,28 +93,29 @@ def build_streams(profile: Profile | str, run_dir: str | Path = "runs", force: b
 
     p = as_profile(profile)
     out = stage_dir(run_dir, p, "pldata", streams_key(p))
-    if reuse(out, "manifest.json", force) is not None:
+    with compute_once(out, "manifest.json", force) as done:
+        if done is not None:
+            return out
+        corpus = build_corpus(p, run_dir)
+        tok = load_tokenizer(corpus.path / "tokenizer")
+        thr = long_threshold(p)
+        manifest: dict = {"threshold": thr, "sources": {}}
+        with atomic_dir(out) as tmp:
+            for name, spec in p.prolong.sources:
+                docs = source_documents(spec, corpus, tok, thr)
+                long = name in p.prolong.long_streams
+                kept = split_by_length(docs, thr, long)
+                if not kept:
+                    raise ValueError(f"prolong.sources {name!r} ({spec}) has no document "
+                                     f"{'at or above' if long else 'below'} the long threshold {thr}")
+                np.save(tmp / f"{name}.tokens.npy", np.concatenate(kept).astype(np.int32), allow_pickle=False)
+                np.save(tmp / f"{name}.lengths.npy", np.array([len(d) for d in kept], dtype=np.int64),
+                        allow_pickle=False)
+                manifest["sources"][name] = {"spec": spec, "kind": "long" if long else "short",
+                                             **long_tokens(docs, thr), "kept_documents": len(kept),
+                                             "kept_tokens": int(sum(len(d) for d in kept))}
+            atomic_write_json(tmp / "manifest.json", with_environment(manifest))
         return out
-    corpus = build_corpus(p, run_dir)
-    tok = load_tokenizer(corpus.path / "tokenizer")
-    thr = long_threshold(p)
-    manifest: dict = {"threshold": thr, "sources": {}}
-    with atomic_dir(out) as tmp:
-        for name, spec in p.prolong.sources:
-            docs = source_documents(spec, corpus, tok, thr)
-            long = name in p.prolong.long_streams
-            kept = split_by_length(docs, thr, long)
-            if not kept:
-                raise ValueError(f"prolong.sources {name!r} ({spec}) has no document "
-                                 f"{'at or above' if long else 'below'} the long threshold {thr}")
-            np.save(tmp / f"{name}.tokens.npy", np.concatenate(kept).astype(np.int32), allow_pickle=False)
-            np.save(tmp / f"{name}.lengths.npy", np.array([len(d) for d in kept], dtype=np.int64),
-                    allow_pickle=False)
-            manifest["sources"][name] = {"spec": spec, "kind": "long" if long else "short",
-                                         **long_tokens(docs, thr), "kept_documents": len(kept),
-                                         "kept_tokens": int(sum(len(d) for d in kept))}
-        atomic_write_json(tmp / "manifest.json", with_environment(manifest))
-    return out
 
 
 def load_streams(path: Path, seed: int) -> list:
@@ -182,16 +183,17 @@ def train_prolong(profile: Profile | str, name: str = "prolong", run_dir: str | 
     rp, arm = replicate_profile(p, name)
     _arm(arm)
     out = stage_dir(run_dir, p, f"extend-{name}", extension_key(p, name))
-    if (done := reuse(out, "final", force)) is not None:
-        return done
-    e = rp.extend
-    base = train_base(p, run_dir, progress=progress)
-    model = load_model(base, attn_implementation=p.model.attn_implementation, **model_settings(p, arm))
-    tok = load_tokenizer(build_corpus(p, run_dir).path / "tokenizer")
-    m = prolong_method(rp, arm, tok, build_streams(p, run_dir))
-    prepare_model(p, m, model)  # document masks: each packed document attended alone (App. A.3)
-    data = prepare_extension_data(p, name, m, run_dir)
-    cfg = TrainConfig.from_section(e, e.steps, schedule="cosine")
-    final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
-    tok.save_pretrained(final)
-    return final
+    with compute_once(out, "final", force) as done:
+        if done is not None:
+            return done
+        e = rp.extend
+        base = train_base(p, run_dir, progress=progress)
+        model = load_model(base, attn_implementation=p.model.attn_implementation, **model_settings(p, arm))
+        tok = load_tokenizer(build_corpus(p, run_dir).path / "tokenizer")
+        m = prolong_method(rp, arm, tok, build_streams(p, run_dir))
+        prepare_model(p, m, model)  # document masks: each packed document attended alone (App. A.3)
+        data = prepare_extension_data(p, name, m, run_dir)
+        cfg = TrainConfig.from_section(e, e.steps, schedule="cosine")
+        final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
+        tok.save_pretrained(final)
+        return final

@@ -8,7 +8,7 @@ from pathlib import Path
 from repro.io import atomic_write_json
 from repro.profiles import Profile
 from repro.stages.base import train_base
-from repro.stages.cache import as_profile, checkpoint_id, reuse, stage_dir
+from repro.stages.cache import as_profile, checkpoint_id, compute_once, stage_dir
 from repro.stages.corpus import Corpus, build_corpus
 from repro.stages.extension import extension_tokens, train_extension
 from repro.stages.keys import merge_key, replay_key
@@ -45,23 +45,24 @@ def train_replay(profile: Profile | str, method: str, run_dir: str | Path = "run
 
     p = as_profile(profile)
     out = stage_dir(run_dir, p, f"replay-{method}", replay_key(p, method))
-    if (done := reuse(out, "final", force)) is not None:
-        return done
-    ext = train_extension(p, method, run_dir, progress=progress)
-    steps = replay_steps(p, extension_tokens(ext))
-    model = load_model(ext, attn_implementation=p.model.attn_implementation)
-    corpus = build_corpus(p, run_dir)
-    tok = load_tokenizer(corpus.path / "tokenizer")
-    m = replay_method(p, tok, corpus)
-    e = p.extend
-    cfg = TrainConfig.from_section(e, steps, lr=e.lr * p.longrecipe.replay_lr_ratio, warmup_steps=0,
-                                   schedule="cosine", min_lr_ratio=0.1, checkpoint_every=0, seed=m.cfg.seed)
-    out.mkdir(parents=True, exist_ok=True)  # the plan is written first, so a finished stage always has it
-    atomic_write_json(out / "replay.json", {"from": checkpoint_id(ext, run_dir), "steps": steps, "lr": cfg.lr,
-                                            "extension_tokens": extension_tokens(ext)})
-    final = Trainer(model, m, cfg, out, progress=progress).train()
-    tok.save_pretrained(final)
-    return final
+    with compute_once(out, "final", force) as done:
+        if done is not None:
+            return done
+        ext = train_extension(p, method, run_dir, progress=progress)
+        steps = replay_steps(p, extension_tokens(ext))
+        model = load_model(ext, attn_implementation=p.model.attn_implementation)
+        corpus = build_corpus(p, run_dir)
+        tok = load_tokenizer(corpus.path / "tokenizer")
+        m = replay_method(p, tok, corpus)
+        e = p.extend
+        cfg = TrainConfig.from_section(e, steps, lr=e.lr * p.longrecipe.replay_lr_ratio, warmup_steps=0,
+                                       schedule="cosine", min_lr_ratio=0.1, checkpoint_every=0, seed=m.cfg.seed)
+        out.mkdir(parents=True, exist_ok=True)  # the plan is written first, so a finished stage always has it
+        atomic_write_json(out / "replay.json", {"from": checkpoint_id(ext, run_dir), "steps": steps, "lr": cfg.lr,
+                                                "extension_tokens": extension_tokens(ext)})
+        final = Trainer(model, m, cfg, out, progress=progress).train()
+        tok.save_pretrained(final)
+        return final
 
 
 def merge_replayed(profile: Profile | str, method: str, run_dir: str | Path = "runs", force: bool = False,
@@ -71,8 +72,9 @@ def merge_replayed(profile: Profile | str, method: str, run_dir: str | Path = "r
 
     p = as_profile(profile)
     out = stage_dir(run_dir, p, f"merge-{method}", merge_key(p, method))
-    if (done := reuse(out, "final", force)) is not None:
-        return done
-    replayed = train_replay(p, method, run_dir, progress=progress)
-    return merge_checkpoints(train_base(p, run_dir, progress=progress), replayed, out / "final",
-                             p.longrecipe.merge_lambdas)
+    with compute_once(out, "final", force) as done:
+        if done is not None:
+            return done
+        replayed = train_replay(p, method, run_dir, progress=progress)
+        return merge_checkpoints(train_base(p, run_dir, progress=progress), replayed, out / "final",
+                                 p.longrecipe.merge_lambdas)

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from repro.profiles import Profile
-from repro.stages.cache import as_profile, reuse, stage_dir
+from repro.stages.cache import as_profile, compute_once, stage_dir
 
 
 def rp_schedule(p: Profile, name: str) -> tuple[int, int | None]:
@@ -78,29 +78,30 @@ def train_selfdistill(profile: Profile | str, name: str, run_dir: str | Path = "
     rp, arm_name = replicate_profile(p, name)
     arm = rp_arm(arm_name)
     out = stage_dir(run_dir, p, f"extend-{name}", extension_key(p, name))
-    if (done := reuse(out, "final", force)) is not None:
-        return done
-    e, sd = rp.extend, rp.selfdistill
-    base = train_base(p, run_dir, progress=progress)
-    settings = model_settings(rp, arm_name)
-    overrides = settings.get("overrides")
-    model = load_model(base, attn_implementation=p.model.attn_implementation, **settings)
-    corpus = build_corpus(p, run_dir)
-    tok = load_tokenizer(corpus.path / "tokenizer")
-    m = selfdistill_method(rp, arm_name, tok, corpus.rows())
-    max_steps, stop_at = rp_schedule(p, arm_name)
-    data = prepare_extension_data(p, name, m, run_dir, steps=stop_at or max_steps)
-    keep = {"checkpoint_every": sd.curve_every, "keep_checkpoints": 10**6} if arm.curve else {}
-    cfg = TrainConfig.from_section(e, max_steps, schedule="cosine", bf16=sd.bf16, **keep)
-    final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
-    if overrides:  # the dropout was the control's training device; the model is evaluated without it
-        from repro.io import atomic_write_json, read_json
+    with compute_once(out, "final", force) as done:
+        if done is not None:
+            return done
+        e, sd = rp.extend, rp.selfdistill
+        base = train_base(p, run_dir, progress=progress)
+        settings = model_settings(rp, arm_name)
+        overrides = settings.get("overrides")
+        model = load_model(base, attn_implementation=p.model.attn_implementation, **settings)
+        corpus = build_corpus(p, run_dir)
+        tok = load_tokenizer(corpus.path / "tokenizer")
+        m = selfdistill_method(rp, arm_name, tok, corpus.rows())
+        max_steps, stop_at = rp_schedule(p, arm_name)
+        data = prepare_extension_data(p, name, m, run_dir, steps=stop_at or max_steps)
+        keep = {"checkpoint_every": sd.curve_every, "keep_checkpoints": 10**6} if arm.curve else {}
+        cfg = TrainConfig.from_section(e, max_steps, schedule="cosine", bf16=sd.bf16, **keep)
+        final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
+        if overrides:  # the dropout was the control's training device; the model is evaluated without it
+            from repro.io import atomic_write_json, read_json
 
-        atomic_write_json(final / "config.json", {**read_json(final / "config.json"), "attention_dropout": 0.0})
-    tok.save_pretrained(final)
-    if arm.curve:
-        export_curve(out, final)
-    return final
+            atomic_write_json(final / "config.json", {**read_json(final / "config.json"), "attention_dropout": 0.0})
+        tok.save_pretrained(final)
+        if arm.curve:
+            export_curve(out, final)
+        return final
 
 
 def export_curve(stage: Path, final: Path) -> list[Path]:
