@@ -9,9 +9,13 @@ not per sequence (ProLong A.3), also when the batch is run in micro-batches
 (gradient accumulation, :mod:`repro.accumulation`).
 
 Checkpoints (every ``checkpoint_every`` steps, written atomically) hold the
-weights (safetensors), optimizer, RNG states, the method state and the step
-(the data position). A killed run resumed from its last checkpoint ends with
-the same weights as an uninterrupted one.
+weights (safetensors), optimizer and RNG states (safetensors + JSON, never a
+pickle: :mod:`repro.checkpoint_state`), the method state and the step (the data
+position). A killed run resumed from its last checkpoint ends with the same
+weights as an uninterrupted one. A non-finite loss or gradient norm stops the
+run before its optimizer step (:class:`NonFiniteLoss`), leaving the last
+checkpoint as it was; a full disk while writing a checkpoint or the final folder
+leaves nothing half-written (:class:`repro.io.DiskFull`).
 
 Multi-process (``Trainer(accelerator=...)``, :mod:`repro.distributed`): DDP or DeepSpeed through ``accelerate``;
 each rank trains on its rows of the global batch with the global token-mean loss, rank 0 logs and writes.
@@ -34,6 +38,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from repro.accumulation import accumulation_scales, answer_count, merge_metrics, micro_batches, target_weight
+from repro.checkpoint_state import load_trainer_state, refuse_pickled_state, save_trainer_state
 from repro.data.balance import order_by_cost
 from repro.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_text, read_json
 from repro.lora import is_lora, save_final
@@ -264,16 +269,6 @@ def clm_step(model, batch: dict[str, torch.Tensor], bf16: bool, chunked: bool = 
     return loss, metrics
 
 
-def _rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
-
-
-def _set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
-
-
 def latest_checkpoint(out_dir: Path) -> Path | None:
     ckpts = sorted(out_dir.glob("ckpt-*"), key=lambda p: int(p.name.split("-")[1]))
     ckpts = [c for c in ckpts if (c / "state.json").exists()]
@@ -339,7 +334,7 @@ class Trainer:
             with atomic_dir(path) as tmp:
                 state = {k: v.detach().contiguous().clone() for k, v in self.model.state_dict().items()}
                 save_file(_untie(state), tmp / "model.safetensors")
-                torch.save({"optimizer": self.opt.state_dict(), "rng": _rng_state()}, tmp / "trainer.pt")
+                save_trainer_state(tmp, self.opt)
                 atomic_write_json(tmp / "state.json", {"step": self.step, "method": self.method.state_dict()})
         old = sorted((c for c in self.out_dir.glob("ckpt-*") if c != path), key=lambda p: int(p.name.split("-")[1]))
         for c in old[:max(len(old) - self.cfg.keep_checkpoints + 1, 0)]:
@@ -368,13 +363,12 @@ class Trainer:
             atomic_write_text(log, "".join(ln + "\n" for ln in lines))
 
     def _load_weights_and_optimizer(self, path: Path) -> None:
+        refuse_pickled_state(path)  # before anything is changed
         state = load_file(path / "model.safetensors")
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         if unexpected or any("lm_head" not in k for k in missing):
             raise ValueError(f"checkpoint {path} does not match the model: missing {missing}, unexpected {unexpected}")
-        tr = torch.load(path / "trainer.pt", weights_only=False)
-        self.opt.load_state_dict(tr["optimizer"])
-        _set_rng_state(tr["rng"])
+        load_trainer_state(path, self.opt)
 
     # -- loop ------------------------------------------------------------------------------
     def _set_lr(self) -> float:
