@@ -215,13 +215,20 @@ def backward(accelerator, engine, loss: torch.Tensor, last: bool) -> None:
             loss.backward()
 
 
-def optimizer_step(accelerator, engine, optimizer, model: torch.nn.Module, grad_clip: float) -> float:
-    """Clip (``grad_clip``, 0: no clipping) and step; returns the global gradient norm before clipping."""
+def optimizer_step(accelerator, engine, optimizer, model: torch.nn.Module, grad_clip: float,
+                   check: Callable[[float], None] | None = None) -> float:
+    """Clip (``grad_clip``, 0: no clipping) and step; returns the global gradient norm before clipping. ``check``
+    (e.g. raising on a non-finite norm) sees the norm before the update under DDP; a DeepSpeed engine computes it
+    inside its step, so there ``check`` runs after the update."""
     if is_deepspeed(accelerator):
         engine.step()  # clips with the config's gradient_clipping, steps and zeroes the gradients
         norm = engine.get_global_grad_norm()
+        if norm is not None and check is not None:
+            check(float(norm))
         return float(norm) if norm is not None else float("nan")
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip or float("inf"))
+    if check is not None:
+        check(float(norm))
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return float(norm)

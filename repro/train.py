@@ -29,6 +29,7 @@ import random
 import shutil
 import time
 from dataclasses import dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -439,12 +440,16 @@ class Trainer:
             if self.before_step is not None:
                 self.before_step(self.step, lr)
             metrics = self._gradients(batch)
+            NonFiniteLoss.check(self.step, "loss", metrics["loss"], self.out_dir)
+            check_norm = partial(NonFiniteLoss.check, self.step, "grad_norm", out_dir=self.out_dir)
             if self.engine is not None:
                 from repro.distributed import optimizer_step
 
-                gnorm = optimizer_step(self.accelerator, self.engine, self.opt, self.model, self.cfg.grad_clip)
+                gnorm = optimizer_step(self.accelerator, self.engine, self.opt, self.model, self.cfg.grad_clip,
+                                       check_norm)
             else:
                 gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip or float("inf"))
+                check_norm(gnorm)
                 self.opt.step()
             dt = time.perf_counter() - t0
             n_tok = int(batch["input_ids"].numel())
@@ -490,6 +495,26 @@ def run_environment() -> dict:
 
     return {"threads": torch.get_num_threads(), "torch": torch.__version__,
             "cpu_capability": torch.backends.cpu.get_cpu_capability(), "world_size": world_size()}
+
+
+class NonFiniteLoss(FloatingPointError):
+    """A step's loss or gradient norm is NaN or infinite: training stops before that step's optimizer update, with
+    nothing written for the step (no metrics line, checkpoint or final folder); the last checkpoint is untouched."""
+
+    def __init__(self, step: int, value: float, what: str = "loss", out_dir: str | Path | None = None):
+        where = f" in {str(out_dir)!r}" if out_dir is not None else ""
+        super().__init__(f"non-finite {what} {value} at step {step} (0-based): training stopped before the "
+                         f"optimizer update of that step and wrote nothing for it; allowed: finite values. The last "
+                         f"checkpoint{where} is intact; resuming restarts from it (the same data and settings "
+                         "reach the same step again: change the data, learning rate or clipping first)")
+        self.step, self.value, self.what = step, value, what
+
+    @classmethod
+    def check(cls, step: int, what: str, value: Any, out_dir: str | Path | None = None) -> None:
+        """Raise when ``value`` (the ``what`` of step ``step``) is not finite."""
+        value = float(value)
+        if not math.isfinite(value):
+            raise cls(step, value, what, out_dir)
 
 
 class Interrupted(RuntimeError):
