@@ -17,7 +17,11 @@ CPU, nccl on CUDA) and hands it to :class:`repro.train.Trainer`, which calls the
 
 Checkpoints (:func:`save_engine_checkpoint`): rank 0 writes the consolidated weights, every rank the engine's own
 state (optimizer, ZeRO shards, RNG) through ``accelerator.save_state`` into ``engine/``, all into a hidden
-``.ckpt-<step>.partial`` folder that rank 0 renames to ``ckpt-<step>`` only after every rank has finished writing.
+``.ckpt-<step>.partial`` folder that rank 0 renames to ``ckpt-<step>`` only after every rank has finished writing
+(and removes when its own files fail, e.g. a full disk: :class:`repro.io.DiskFull`). The engine's state is in
+the engine's own format (accelerate reads it with ``torch.load(weights_only=True)``; DeepSpeed's ZeRO files are
+torch pickles that DeepSpeed reads with a full unpickle: resume only multi-process checkpoints you wrote), unlike
+the single-process trainer's safetensors + JSON (:mod:`repro.checkpoint_state`).
 One node (or a shared file system) is assumed.
 """
 
@@ -31,6 +35,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from repro.accumulation import accumulation_scales
+from repro.io import DiskFull, is_disk_full
 
 ENGINE_DIR = "engine"
 """Sub-folder of a multi-process checkpoint holding the engine's own state (``accelerator.save_state``)."""
@@ -256,10 +261,16 @@ def save_engine_checkpoint(accelerator, engine, path: Path, write_main: Callable
     accelerator.save_state(str(partial / ENGINE_DIR))
     accelerator.wait_for_everyone()
     if main:
-        write_main(partial, state)
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(partial, path)
+        try:
+            write_main(partial, state)
+            if path.exists():
+                shutil.rmtree(path)
+            os.replace(partial, path)
+        except BaseException as e:  # nothing half-written stays behind (the next checkpoint rebuilds it anyway)
+            shutil.rmtree(partial, ignore_errors=True)
+            if is_disk_full(e):
+                raise DiskFull(path, e) from e
+            raise
     accelerator.wait_for_everyone()
     return path
 
