@@ -17,7 +17,11 @@ CPU, nccl on CUDA) and hands it to :class:`repro.train.Trainer`, which calls the
 
 Checkpoints (:func:`save_engine_checkpoint`): rank 0 writes the consolidated weights, every rank the engine's own
 state (optimizer, ZeRO shards, RNG) through ``accelerator.save_state`` into ``engine/``, all into a hidden
-``.ckpt-<step>.partial`` folder that rank 0 renames to ``ckpt-<step>`` only after every rank has finished writing.
+``.ckpt-<step>.partial`` folder that rank 0 renames to ``ckpt-<step>`` only after every rank has finished writing
+(and removes when its own files fail, e.g. a full disk: :class:`repro.io.DiskFull`). The engine's state is in
+the engine's own format (accelerate reads it with ``torch.load(weights_only=True)``; DeepSpeed's ZeRO files are
+torch pickles that DeepSpeed reads with a full unpickle: resume only multi-process checkpoints you wrote), unlike
+the single-process trainer's safetensors + JSON (:mod:`repro.checkpoint_state`).
 One node (or a shared file system) is assumed.
 """
 
@@ -31,6 +35,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from repro.accumulation import accumulation_scales
+from repro.io import DiskFull, is_disk_full
 
 ENGINE_DIR = "engine"
 """Sub-folder of a multi-process checkpoint holding the engine's own state (``accelerator.save_state``)."""
@@ -215,13 +220,20 @@ def backward(accelerator, engine, loss: torch.Tensor, last: bool) -> None:
             loss.backward()
 
 
-def optimizer_step(accelerator, engine, optimizer, model: torch.nn.Module, grad_clip: float) -> float:
-    """Clip (``grad_clip``, 0: no clipping) and step; returns the global gradient norm before clipping."""
+def optimizer_step(accelerator, engine, optimizer, model: torch.nn.Module, grad_clip: float,
+                   check: Callable[[float], None] | None = None) -> float:
+    """Clip (``grad_clip``, 0: no clipping) and step; returns the global gradient norm before clipping. ``check``
+    (e.g. raising on a non-finite norm) sees the norm before the update under DDP; a DeepSpeed engine computes it
+    inside its step, so there ``check`` runs after the update."""
     if is_deepspeed(accelerator):
         engine.step()  # clips with the config's gradient_clipping, steps and zeroes the gradients
         norm = engine.get_global_grad_norm()
+        if norm is not None and check is not None:
+            check(float(norm))
         return float(norm) if norm is not None else float("nan")
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip or float("inf"))
+    if check is not None:
+        check(float(norm))
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return float(norm)
@@ -249,10 +261,16 @@ def save_engine_checkpoint(accelerator, engine, path: Path, write_main: Callable
     accelerator.save_state(str(partial / ENGINE_DIR))
     accelerator.wait_for_everyone()
     if main:
-        write_main(partial, state)
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(partial, path)
+        try:
+            write_main(partial, state)
+            if path.exists():
+                shutil.rmtree(path)
+            os.replace(partial, path)
+        except BaseException as e:  # nothing half-written stays behind (the next checkpoint rebuilds it anyway)
+            shutil.rmtree(partial, ignore_errors=True)
+            if is_disk_full(e):
+                raise DiskFull(path, e) from e
+            raise
     accelerator.wait_for_everyone()
     return path
 

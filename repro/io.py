@@ -2,13 +2,16 @@
 
 Every artifact the project writes goes through these helpers, so a run that is
 killed half-way never leaves a half-written file behind: data is written to a
-temporary file in the destination folder and renamed over the target.
+temporary file in the destination folder and renamed over the target. A full
+disk (``ENOSPC``) while writing removes the temporary file or folder and raises
+:class:`DiskFull` naming the destination.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import os
@@ -16,6 +19,30 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
+
+
+class DiskFull(OSError):
+    """The disk filled up (``ENOSPC``) while ``path`` was being written; nothing half-written was left there
+    (the previous version, if any, is intact). The original error is the ``__cause__``."""
+
+    def __init__(self, path: str | os.PathLike, cause: BaseException):
+        self.path = Path(path)
+        while isinstance(cause, DiskFull) and cause.__cause__ is not None:  # the original error, not its wrapper
+            cause = cause.__cause__
+        super().__init__(errno.ENOSPC, f"disk full while writing {str(self.path)!r} ({cause}); nothing half-written "
+                                       "was left there and its previous version, if any, is intact. Free space "
+                                       "and run again")
+
+    def __str__(self) -> str:
+        return self.strerror
+
+    def __reduce__(self):
+        return OSError, (self.errno, self.strerror)
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """True for an ``ENOSPC`` error (the disk or quota is full)."""
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _tmp_path(path: Path) -> Path:
@@ -35,8 +62,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if is_disk_full(e) and not isinstance(e, DiskFull):
+            raise DiskFull(path, e) from e
         raise
     return path
 
@@ -84,8 +113,10 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if is_disk_full(e):  # named after the folder being written (a file's DiskFull inside it is the cause)
+            raise DiskFull(path, e) from e
         raise
 
 
@@ -104,11 +135,26 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 def append_jsonl(path: str | os.PathLike, record: dict) -> None:
-    """Append one JSON line (metrics logs are append-only by nature)."""
+    """Append one JSON line (metrics logs are append-only by nature); a write that fails (a full disk) is cut
+    back off, so the file never ends in a partial line."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(to_jsonable(record), sort_keys=True) + "\n")
+    line = (json.dumps(to_jsonable(record), sort_keys=True) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            done = 0
+            while done < len(line):
+                done += os.write(fd, line[done:])
+        except BaseException as e:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            if is_disk_full(e):
+                raise DiskFull(path, e) from e
+            raise
+    finally:
+        os.close(fd)
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:

@@ -9,9 +9,13 @@ not per sequence (ProLong A.3), also when the batch is run in micro-batches
 (gradient accumulation, :mod:`repro.accumulation`).
 
 Checkpoints (every ``checkpoint_every`` steps, written atomically) hold the
-weights (safetensors), optimizer, RNG states, the method state and the step
-(the data position). A killed run resumed from its last checkpoint ends with
-the same weights as an uninterrupted one.
+weights (safetensors), optimizer and RNG states (safetensors + JSON, never a
+pickle: :mod:`repro.checkpoint_state`), the method state and the step (the data
+position). A killed run resumed from its last checkpoint ends with the same
+weights as an uninterrupted one. A non-finite loss or gradient norm stops the
+run before its optimizer step (:class:`NonFiniteLoss`), leaving the last
+checkpoint as it was; a full disk while writing a checkpoint or the final folder
+leaves nothing half-written (:class:`repro.io.DiskFull`).
 
 Multi-process (``Trainer(accelerator=...)``, :mod:`repro.distributed`): DDP or DeepSpeed through ``accelerate``;
 each rank trains on its rows of the global batch with the global token-mean loss, rank 0 logs and writes.
@@ -25,6 +29,7 @@ import random
 import shutil
 import time
 from dataclasses import dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -34,6 +39,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from repro.accumulation import accumulation_scales, answer_count, merge_metrics, micro_batches, target_weight
+from repro.checkpoint_state import load_trainer_state, refuse_pickled_state, save_trainer_state
 from repro.data.balance import order_by_cost
 from repro.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_text, read_json
 from repro.lora import is_lora, save_final
@@ -264,16 +270,6 @@ def clm_step(model, batch: dict[str, torch.Tensor], bf16: bool, chunked: bool = 
     return loss, metrics
 
 
-def _rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
-
-
-def _set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
-
-
 def latest_checkpoint(out_dir: Path) -> Path | None:
     ckpts = sorted(out_dir.glob("ckpt-*"), key=lambda p: int(p.name.split("-")[1]))
     ckpts = [c for c in ckpts if (c / "state.json").exists()]
@@ -339,7 +335,7 @@ class Trainer:
             with atomic_dir(path) as tmp:
                 state = {k: v.detach().contiguous().clone() for k, v in self.model.state_dict().items()}
                 save_file(_untie(state), tmp / "model.safetensors")
-                torch.save({"optimizer": self.opt.state_dict(), "rng": _rng_state()}, tmp / "trainer.pt")
+                save_trainer_state(tmp, self.opt)
                 atomic_write_json(tmp / "state.json", {"step": self.step, "method": self.method.state_dict()})
         old = sorted((c for c in self.out_dir.glob("ckpt-*") if c != path), key=lambda p: int(p.name.split("-")[1]))
         for c in old[:max(len(old) - self.cfg.keep_checkpoints + 1, 0)]:
@@ -368,13 +364,12 @@ class Trainer:
             atomic_write_text(log, "".join(ln + "\n" for ln in lines))
 
     def _load_weights_and_optimizer(self, path: Path) -> None:
+        refuse_pickled_state(path)  # before anything is changed
         state = load_file(path / "model.safetensors")
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         if unexpected or any("lm_head" not in k for k in missing):
             raise ValueError(f"checkpoint {path} does not match the model: missing {missing}, unexpected {unexpected}")
-        tr = torch.load(path / "trainer.pt", weights_only=False)
-        self.opt.load_state_dict(tr["optimizer"])
-        _set_rng_state(tr["rng"])
+        load_trainer_state(path, self.opt)
 
     # -- loop ------------------------------------------------------------------------------
     def _set_lr(self) -> float:
@@ -445,12 +440,16 @@ class Trainer:
             if self.before_step is not None:
                 self.before_step(self.step, lr)
             metrics = self._gradients(batch)
+            NonFiniteLoss.check(self.step, "loss", metrics["loss"], self.out_dir)
+            check_norm = partial(NonFiniteLoss.check, self.step, "grad_norm", out_dir=self.out_dir)
             if self.engine is not None:
                 from repro.distributed import optimizer_step
 
-                gnorm = optimizer_step(self.accelerator, self.engine, self.opt, self.model, self.cfg.grad_clip)
+                gnorm = optimizer_step(self.accelerator, self.engine, self.opt, self.model, self.cfg.grad_clip,
+                                       check_norm)
             else:
                 gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip or float("inf"))
+                check_norm(gnorm)
                 self.opt.step()
             dt = time.perf_counter() - t0
             n_tok = int(batch["input_ids"].numel())
@@ -497,6 +496,26 @@ def run_environment() -> dict:
     from repro.manifest import environment
 
     return {**environment(), "world_size": world_size()}
+
+
+class NonFiniteLoss(FloatingPointError):
+    """A step's loss or gradient norm is NaN or infinite: training stops before that step's optimizer update, with
+    nothing written for the step (no metrics line, checkpoint or final folder); the last checkpoint is untouched."""
+
+    def __init__(self, step: int, value: float, what: str = "loss", out_dir: str | Path | None = None):
+        where = f" in {str(out_dir)!r}" if out_dir is not None else ""
+        super().__init__(f"non-finite {what} {value} at step {step} (0-based): training stopped before the "
+                         f"optimizer update of that step and wrote nothing for it; allowed: finite values. The last "
+                         f"checkpoint{where} is intact; resuming restarts from it (the same data and settings "
+                         "reach the same step again: change the data, learning rate or clipping first)")
+        self.step, self.value, self.what = step, value, what
+
+    @classmethod
+    def check(cls, step: int, what: str, value: Any, out_dir: str | Path | None = None) -> None:
+        """Raise when ``value`` (the ``what`` of step ``step``) is not finite."""
+        value = float(value)
+        if not math.isfinite(value):
+            raise cls(step, value, what, out_dir)
 
 
 class Interrupted(RuntimeError):

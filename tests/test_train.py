@@ -8,6 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from repro.checkpoint_state import STATE_FILES
 from repro.data.packing import lm_segment, pack_rows
 from repro.train import Interrupted, Trainer, TrainConfig, answer_exact_match, lr_at, weighted_clm_loss
 
@@ -102,7 +103,7 @@ def test_checkpoints_are_complete_and_pruned(tiny_llama, tmp_path):
     Trainer(tiny_llama(), ToyMethod(), cfg, tmp_path, progress=False).train()
     ckpts = sorted(p.name for p in tmp_path.glob("ckpt-*"))
     assert ckpts == ["ckpt-6"]
-    assert {p.name for p in (tmp_path / "ckpt-6").iterdir()} == {"model.safetensors", "trainer.pt", "state.json"}
+    assert {p.name for p in (tmp_path / "ckpt-6").iterdir()} == {"model.safetensors", "state.json", *STATE_FILES}
     assert not list(tmp_path.glob(".*"))
 
 

@@ -76,6 +76,6 @@ def load_analysis(profile: Profile | str, run_dir: str | Path = "runs", progress
     from repro.analysis.tokens import TokenAnalysis
 
     path = impactful_tokens(profile, run_dir, progress=progress)["path"]
-    z = np.load(path / "analysis.npz")
+    z = np.load(path / "analysis.npz", allow_pickle=False)
     return TokenAnalysis(samples=z["samples"], changes=z["changes"], selected=z["selected"], delta=z["delta"],
                          counts=z["counts"], anchors=z["anchors"], tags=read_json(path / "tags.json"))

@@ -105,8 +105,9 @@ def _load_corpus(path: str) -> Corpus:
     path = Path(path)
     recs = read_jsonl(path / "documents.jsonl")
     docs = [Document(r["text"], r["source"], r["name"]) for r in recs]
-    return Corpus(path, docs, np.load(path / "tokens.npy"), np.load(path / "offsets.npy"),
-                  [d.source for d in docs], read_json(path / "manifest.json"))
+    return Corpus(path, docs, np.load(path / "tokens.npy", allow_pickle=False),
+                  np.load(path / "offsets.npy", allow_pickle=False), [d.source for d in docs],
+                  read_json(path / "manifest.json"))
 
 
 def get_corpus(profile: Profile | str, run_dir: str | Path = "runs") -> Corpus:

@@ -124,8 +124,8 @@ def load_streams(path: Path, seed: int) -> list:
 
     out = []
     for name in read_json(path / "manifest.json")["sources"]:
-        toks = np.load(path / f"{name}.tokens.npy").astype(np.int64)
-        ends = np.cumsum(np.load(path / f"{name}.lengths.npy"))
+        toks = np.load(path / f"{name}.tokens.npy", allow_pickle=False).astype(np.int64)
+        ends = np.cumsum(np.load(path / f"{name}.lengths.npy", allow_pickle=False))
         out.append(TokenStream(name, np.split(toks, ends[:-1]), seed=seed))
     return out
 
