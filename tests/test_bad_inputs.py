@@ -182,9 +182,9 @@ def finished_run(ws: Workspace, out: Path) -> None:
 
 def load_checkpoint_of_another_model(ws: Workspace, out: Path) -> None:
     """A trainer of the workspace model resumes from a checkpoint of a 2-layer model."""
-    import torch
     from safetensors.torch import save_file
 
+    from repro.checkpoint_state import save_trainer_state
     from repro.models import load_model
     from repro.train import TrainConfig, Trainer
 
@@ -193,8 +193,23 @@ def load_checkpoint_of_another_model(ws: Workspace, out: Path) -> None:
               ckpt / "model.safetensors")
     model = load_model(ws.model)
     trainer = Trainer(model, object(), TrainConfig(max_steps=1, lr=1e-3), out / "run", progress=False)
-    torch.save({"optimizer": trainer.opt.state_dict(), "rng": {}}, ckpt / "trainer.pt")
+    save_trainer_state(ckpt, trainer.opt)
     trainer.load_checkpoint(ckpt)
+
+
+def load_pickled_checkpoint(ws: Workspace, out: Path) -> None:
+    """A trainer resumes from a checkpoint of an earlier version whose optimizer/RNG state is a pickle."""
+    from safetensors.torch import save_file
+
+    from repro.models import load_model
+    from repro.train import TrainConfig, Trainer
+
+    model = load_model(ws.model)
+    ckpt = ws.path("ckpt-pickled")
+    save_file({k: v.contiguous() for k, v in model.state_dict().items() if "lm_head" not in k},
+              ckpt / "model.safetensors")
+    (ckpt / "trainer.pt").write_bytes(b"\x80\x04not read")
+    Trainer(model, object(), TrainConfig(max_steps=1, lr=1e-3), out / "run", progress=False).load_checkpoint(ckpt)
 
 
 def truncated_checkpoint(ws: Workspace) -> Path:
@@ -549,6 +564,9 @@ CASES: list[Case] = [
          ValueError, r"first_chunk='middle'; allowed: 'paper', 'official'"),
     Case("E94", REGISTRY, "`get_task('nope')`", lambda ws, out: _m("tasks").get_task("nope"), ValueError,
          r"unknown task 'nope'; available: .*niah_single_1"),
+    Case("E95", CKPT, "`Trainer.load_checkpoint` of a checkpoint whose optimizer/RNG state is a pickled "
+         "`trainer.pt` (an earlier version's)", load_pickled_checkpoint, ValueError,
+         r"ckpt-pickled' keeps its optimizer and RNG states in trainer.pt, a pickle .* not read\. Allowed: "),
 ]
 
 

@@ -52,7 +52,9 @@ def test_model_distances_of_a_folder_is_cached_and_matches_the_rows(model_folder
     texts = _texts(small_tokenizer, 3, length)
     cache = tmp_path / "cache" / "attn.json"
     rec = model_distances(folder, texts, length, cfg, cache_file=cache, progress=False, label="mine")
-    assert cache.exists() and read_json(cache) == rec
+    on_disk = read_json(cache)  # the record plus its checksum and the environment it was computed in
+    assert {k: v for k, v in on_disk.items() if k not in ("_sha256", "environment")} == rec
+    assert set(on_disk) - set(rec) == {"_sha256", "environment"}
     assert (rec["model"], rec["length"], rec["queries"], rec["samples"], rec["verdict_layer"]) == ("mine", 48, 8, 2, 1)
     assert [x["layer"] for x in rec["layers"]] == [0, 1]
     # the same numbers straight from the analysis functions, summed over the two texts
