@@ -16,8 +16,9 @@ Three kinds of work, each a ``python -m repro ...`` command in a process group o
 
 After every kill no JSON file under the run's folders is half-written (each parses) and every ``.jsonl`` holds
 whole lines. Kill times are drawn (seeded) uniformly over the uninterrupted run's measured duration; every third
-trial is instead aimed at an artifact write: the run is killed as soon as a hidden temporary checkpoint folder,
-notebook or file (``.ckpt-*.tmp``, ``.<name>.*.tmp``, ``.<name>.running.ipynb``) appears. A kill counts as
+trial is instead aimed at an artifact write: from a random moment on, the run is killed as soon as a hidden
+temporary checkpoint folder, notebook or file (``.ckpt-*.tmp``, ``.<name>.*.tmp``, ``.<name>.running.ipynb``) is
+seen. A kill counts as
 landing inside a write when such a temporary entry is left behind. Killed runs are re-run with the same command
 until they exit 0 (each re-run counts as one resume).
 
@@ -48,6 +49,8 @@ MAX_RESUMES = 4
 """Re-runs allowed after a kill before a trial counts as not completing."""
 AIM_EVERY = 3
 """Every this-many-th trial (the first included) is aimed at an artifact write instead of a random moment."""
+AIM_SPAN = 0.8
+"""An aimed trial watches for a write from a random moment in the first this-share of the run's duration."""
 POLL_S = 0.002
 """How often a running command's folders are scanned for temporary entries (aimed trials)."""
 TIMING_KEYS = frozenset({"seconds", "tokens_per_s"})
@@ -116,24 +119,25 @@ def temp_entries(folders: list[Path]) -> list[str]:
     return sorted(found)
 
 
-def _has_temp(folders: list[Path]) -> bool:
-    """Whether a temporary entry exists right now (a fast, shallow-first scan for aimed kills)."""
+def _has_temp(folders: list[Path], prefixes: tuple[str, ...]) -> bool:
+    """Whether a temporary entry whose name starts with one of ``prefixes`` exists right now (aimed kills)."""
     for top in folders:
         try:
             for root, dirs, files in os.walk(top):
                 for name in dirs + files:
-                    if name.startswith(".") and (name.endswith(".tmp") or name.endswith(".running.ipynb")):
+                    if name.startswith(prefixes) and (name.endswith(".tmp") or name.endswith(".running.ipynb")):
                         return True
         except OSError:
             continue
     return False
 
 
-def killed_run(cmd: list[str], cwd: Path, log: Path, kill_at: float | None, watch: list[Path],
-               timeout: float = RUN_TIMEOUT_S) -> dict:
-    """Start ``cmd`` and SIGKILL its process group at ``kill_at`` seconds, or (``kill_at`` None) as soon as a
-    temporary entry appears under ``watch``. Returns ``{"killed": bool, "at": seconds}``; ``killed`` is False
-    when the command finished first (exit 0) - another exit is a :class:`KillBenchError`."""
+def killed_run(cmd: list[str], cwd: Path, log: Path, kill_at: float, watch: list[Path],
+               aim: tuple[str, ...] = (), timeout: float = RUN_TIMEOUT_S) -> dict:
+    """Start ``cmd`` and SIGKILL its process group at ``kill_at`` seconds, or (``aim``: name prefixes) as soon as a
+    temporary entry of such a name is seen under ``watch`` from ``kill_at`` on. Returns ``{"killed": bool, "at":
+    seconds}``; ``killed`` is False when the command finished first (exit 0) - another exit is a
+    :class:`KillBenchError`."""
     t0 = time.perf_counter()
     with open(log, "ab") as f:
         proc = subprocess.Popen(cmd, cwd=cwd, env=child_env(), stdout=f, stderr=subprocess.STDOUT,
@@ -146,13 +150,13 @@ def killed_run(cmd: list[str], cwd: Path, log: Path, kill_at: float | None, watc
                     tail = log.read_text(errors="replace")[-2000:]
                     raise KillBenchError(f"{' '.join(cmd)} exited {rc} before its kill (log: {log}):\n{tail}")
                 return {"killed": False, "at": now}
-            if (kill_at is not None and now >= kill_at) or (kill_at is None and _has_temp(watch)):
+            if now >= kill_at and (not aim or _has_temp(watch, aim)):
                 kill_group(proc)
                 return {"killed": True, "at": now}
             if now > timeout:
                 kill_group(proc)
                 raise KillBenchError(f"{' '.join(cmd)} ran past {timeout:.0f} s (log: {log})")
-            time.sleep(POLL_S if kill_at is None else min(0.01, max(kill_at - now, 0.0005)))
+            time.sleep(POLL_S if aim and now >= kill_at else min(0.01, max(kill_at - now, 0.0005)))
 
 
 # -- checks ----------------------------------------------------------------------------------------------------
@@ -245,6 +249,10 @@ class Kind:
     """Problems a reader would meet right after a kill (empty: none)."""
     finished: Callable[[Path, Path], list[str]]
     """Problems of a finished trial folder against the uninterrupted reference folder (empty: none)."""
+    aim: tuple[str, ...] = (".",)
+    """Name prefixes of the temporary entries an aimed trial kills on (its artifact writes)."""
+    done: Callable[[Path], bool] = lambda d: False
+    """Whether a killed run had already finished its work (its command refuses a finished folder: no re-run)."""
 
 
 def make_assets(root: Path) -> dict[str, Path]:
@@ -273,6 +281,8 @@ def make_assets(root: Path) -> dict[str, Path]:
 
 def kinds(assets: dict[str, Path]) -> dict[str, Kind]:
     """The three kinds of work on ``assets`` (:func:`make_assets`)."""
+    from repro.cli.train import TOKENIZER_LAST
+
     py = sys.executable
 
     def train_cmd(d: Path) -> list[str]:
@@ -331,11 +341,14 @@ def kinds(assets: dict[str, Path]) -> dict[str, Kind]:
         return problems
 
     return {
-        "train": Kind("train", train_cmd, lambda d: [d / "out"], train_after_kill, train_finished),
+        "train": Kind("train", train_cmd, lambda d: [d / "out"], train_after_kill, train_finished,
+                      (".ckpt-", ".final.", ".tokenizer."),
+                      lambda d: all((d / "out" / "final" / f).exists() for f in ("config.json", TOKENIZER_LAST))),
         "evaluate": Kind("evaluate", eval_cmd, lambda d: [d / "out"], lambda d: eval_consistency(d / "out"),
-                         eval_finished),
+                         eval_finished, (".predictions.", ".summary.")),
         "notebook": Kind("notebook", nb_cmd, lambda d: [d / "runs", d / "figures"],
-                         lambda d: notebook_consistency(d / "runs" / "smoke" / "notebooks"), nb_finished),
+                         lambda d: notebook_consistency(d / "runs" / "smoke" / "notebooks"), nb_finished,
+                         (".positions.", ".index.", ".INDEX.", ".LR-")),
     }
 
 
@@ -348,8 +361,8 @@ class Trial:
     index: int
     aimed: bool
     """Killed when a temporary entry appeared (else at a random moment)."""
-    kill_at: float | None
-    """Planned kill time in seconds after the start (None for an aimed trial)."""
+    kill_at: float
+    """Planned kill time in seconds after the start (aimed: the first write seen from then on)."""
     killed: bool = False
     """Whether the kill happened (False: the run finished first)."""
     killed_at: float = 0.0
@@ -372,7 +385,7 @@ class Trial:
         return self.completed and not self.partial_read and not self.problems
 
 
-def run_trial(kind: Kind, folder: Path, ref: Path, index: int, aimed: bool, kill_at: float | None) -> Trial:
+def run_trial(kind: Kind, folder: Path, ref: Path, index: int, aimed: bool, kill_at: float) -> Trial:
     """Kill one run of ``kind`` in ``folder`` (aimed or at ``kill_at``), check what it left, re-run it to the end
     and compare with the reference folder ``ref``."""
     t0 = time.perf_counter()
@@ -380,12 +393,12 @@ def run_trial(kind: Kind, folder: Path, ref: Path, index: int, aimed: bool, kill
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "log.txt"
     cmd, watch = kind.command(folder), kind.folders(folder)
-    got = killed_run(cmd, folder, log, None if aimed else kill_at, watch)
+    got = killed_run(cmd, folder, log, kill_at, watch, kind.aim if aimed else ())
     trial.killed, trial.killed_at = got["killed"], round(got["at"], 3)
     trial.left = temp_entries(watch)
     trial.inside_write = trial.killed and bool(trial.left)
     trial.partial_read = partial_files(watch) + kind.after_kill(folder)
-    trial.completed = not trial.killed  # finished before the kill: nothing to resume
+    trial.completed = not trial.killed or kind.done(folder)  # finished before the kill: nothing to resume
     while not trial.completed and trial.resumes < MAX_RESUMES:
         trial.resumes += 1
         try:
@@ -419,7 +432,7 @@ def run_kind(kind: Kind, root: Path, trials: int, seed: int, aim_every: int = AI
     for i in tqdm(range(trials), desc=f"kill {kind.name}", disable=not progress):
         aimed = aim_every > 0 and i % aim_every == 0
         folder = root / kind.name / f"trial-{i:02d}"
-        rows.append(run_trial(kind, folder, ref, i, aimed, None if aimed else times[i]))
+        rows.append(run_trial(kind, folder, ref, i, aimed, times[i] * (AIM_SPAN if aimed else 1.0)))
         shutil.rmtree(folder, ignore_errors=True)
     return {"kind": kind.name, "reference_seconds": round(duration, 2), "trials": [asdict(t) | {"ok": t.ok}
                                                                                    for t in rows],
