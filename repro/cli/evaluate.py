@@ -128,7 +128,9 @@ def markdown(cells: list[dict], lengths: list[int]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Evaluate, then write the predictions and the summary (each file atomically)."""
+    """Evaluate, then write the predictions and the summary (each file atomically, the summary last). A summary
+    already in ``--out`` is removed first, so that a run killed before its end never leaves a previous run's
+    summary beside its own predictions: ``summary.json`` exists only when it matches ``predictions.jsonl``."""
     from repro.io import atomic_write_json, atomic_write_text
     from repro.models import load_model
 
@@ -138,6 +140,8 @@ def main(args: argparse.Namespace) -> int:
     path = model_dir(args.model)
     tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
     out = output_dir(args.out)
+    for stale in ("summary.json", "summary.md"):  # a summary marks a finished evaluation: none until this one is
+        (out / stale).unlink(missing_ok=True)
     model = load_model(path, max_positions=max(args.lengths) + 256).eval()
     rows, skipped = predictions(model, tok, args.tasks, args.lengths, args.depths, args.samples, args.seed,
                                 args.batch_size, not args.no_progress)

@@ -250,10 +250,40 @@ def build_trainer(args: argparse.Namespace) -> TrainRun:
     return TrainRun(trainer, tok, out, arm, p)
 
 
+TOKENIZER_LAST = "tokenizer_config.json"
+"""The tokenizer file moved into ``final/`` last: a ``final/`` without it is a run killed before its end."""
+
+
+def save_tokenizer(tok, final: Path) -> None:
+    """Save ``tok`` into ``final/``: written to a temporary folder beside it, then each file renamed in, with
+    :data:`TOKENIZER_LAST` last, so that a ``final/`` holding that file holds the whole tokenizer."""
+    import os
+    import shutil
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix=".tokenizer.", suffix=".tmp", dir=final.parent))
+    try:
+        tok.save_pretrained(tmp)
+        files = sorted((p for p in tmp.iterdir() if p.is_file()), key=lambda p: p.name == TOKENIZER_LAST)
+        for f in files:
+            os.replace(f, final / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main(args: argparse.Namespace) -> int:
-    """Train, save the tokenizer with the weights, print where they are."""
+    """Train, save the tokenizer with the weights, print where they are. Re-running the command of a killed run
+    resumes it: from its last checkpoint, or, when it was killed after writing ``final/`` but before the
+    tokenizer, by saving the tokenizer alone."""
     from repro.io import atomic_write_json
 
+    final = Path(args.out or f"runs/train-{args.method}-{args.target}") / "final"
+    if (final / "config.json").exists() and not (final / TOKENIZER_LAST).exists():
+        check_args(args)
+        save_tokenizer(load_tokenizer_from(args.tokenizer or args.model,
+                                           "--tokenizer" if args.tokenizer else "--model"), final)
+        print(f"finished {final} (its tokenizer was missing: the run had been stopped after its final weights)")
+        return 0
     run = build_trainer(args)
     main_rank = run.trainer.main
     if main_rank:
@@ -262,7 +292,7 @@ def main(args: argparse.Namespace) -> int:
                                                  "world_size": run.trainer.world_size})
     final = run.trainer.train()
     if main_rank:
-        run.tokenizer.save_pretrained(final)
+        save_tokenizer(run.tokenizer, final)
         print(f"trained {args.method} ({run.arm}) for {run.trainer.step} steps on {run.trainer.world_size} "
               f"process(es) -> {final}")
     return 0

@@ -39,3 +39,26 @@ def test_unknown_task_and_bad_length_name_the_value(tiny_model_dir, tmp_path, ca
     assert main(argv[:4] + ["niah_single_1", "--lengths", "256,-5", "--out", str(out)]) == 2
     assert "-5" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_run_stopped_before_its_end_leaves_no_summary(tiny_model_dir, tmp_path, monkeypatch):
+    """A previous run's summary is removed before evaluating: a run stopped after writing its predictions (as if
+    killed) leaves predictions and no summary, never new predictions beside an old summary."""
+    import pytest
+
+    out = tmp_path / "ev"
+
+    def argv(samples):
+        return ["evaluate", "--model", str(tiny_model_dir), "--tasks", "vt", "--lengths", "256", "--samples",
+                str(samples), "--out", str(out), "--no-progress"]
+
+    assert main(argv(2)) == 0 and (out / "summary.json").exists()
+
+    def stop(path, obj):
+        raise KeyboardInterrupt("stopped")
+
+    monkeypatch.setattr("repro.io.atomic_write_json", stop)
+    with pytest.raises(KeyboardInterrupt):
+        main(argv(3))
+    assert not (out / "summary.json").exists() and not (out / "summary.md").exists()
+    assert len(read_jsonl(out / "predictions.jsonl")) == 3

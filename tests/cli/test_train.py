@@ -154,3 +154,30 @@ def test_two_processes_under_accelerate_launch_with_deepspeed_match_one(tiny_mod
     got = [r["loss"] for r in read_jsonl(two / "metrics.jsonl")]
     want = [r["loss"] for r in read_jsonl(tmp_path / "one_pose" / "metrics.jsonl")]
     assert len(got) == 3 and got == pytest.approx(want, rel=1e-5)
+
+
+def test_rerunning_the_command_resumes_a_killed_run(tiny_model_dir, text_folder, tmp_path, capsys):
+    """The same command re-run on the folder of a run killed mid-way resumes it: from its last checkpoint (the
+    final weights equal an uninterrupted run's), or, killed after ``final/`` but before the tokenizer, by saving
+    the tokenizer alone; a finished folder is refused."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert main(_args(tiny_model_dir, text_folder, whole, "pose", 4, "--checkpoint-every", "2")) == 0
+    assert main(_args(tiny_model_dir, text_folder, cut, "pose", 4, "--checkpoint-every", "2")) == 0
+    shutil.rmtree(cut / "final")  # as if killed in step 4 after its checkpoint at step 2
+    shutil.rmtree(cut / "ckpt-4")
+    assert main(_args(tiny_model_dir, text_folder, cut, "pose", 4, "--checkpoint-every", "2")) == 0
+    a, b = load_file(whole / "final" / "model.safetensors"), load_file(cut / "final" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    for f in ("tokenizer.json", "tokenizer_config.json"):  # as if killed between the final weights and the tokenizer
+        (cut / "final" / f).unlink()
+    capsys.readouterr()
+    assert main(_args(tiny_model_dir, text_folder, cut, "pose", 4, "--checkpoint-every", "2")) == 0
+    assert "tokenizer was missing" in capsys.readouterr().out
+    assert (cut / "final" / "tokenizer.json").exists() and (cut / "final" / "tokenizer_config.json").exists()
+    assert not list(cut.glob(".tokenizer.*"))
+    assert main(_args(tiny_model_dir, text_folder, cut, "pose", 4, "--checkpoint-every", "2")) == 2
+    assert "already holds a finished run" in capsys.readouterr().err

@@ -1,0 +1,99 @@
+"""Real SIGKILLs (:mod:`repro.bench.kill`): killed training runs resume to bitwise-equal weights, killed
+evaluation and notebook runs never leave a partial result that reads as finished, and their re-runs complete."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from repro.bench import kill as K
+
+
+@pytest.fixture(scope="module")
+def kill_kinds(tmp_path_factory):
+    """The three kinds of work on a tiny random Llama and a folder of texts."""
+    return K.kinds(K.make_assets(tmp_path_factory.mktemp("kill") / "assets"))
+
+
+def _reference(kind, root):
+    ref = root / "reference"
+    ref.mkdir(parents=True)
+    return ref, K.run_once(kind.command(ref), ref, ref / "log.txt")
+
+
+@pytest.mark.slow
+def test_killed_training_resumes_to_bitwise_equal_weights(kill_kinds, tmp_path):
+    """One kill aimed at a checkpoint write (the hidden ``.ckpt-*.tmp`` folder is left behind), one at a random
+    moment; each re-run ends with the uninterrupted run's weights, bit for bit, and its metrics."""
+    kind = kill_kinds["train"]
+    ref, duration = _reference(kind, tmp_path)
+    aimed = K.run_trial(kind, tmp_path / "aimed", ref, 0, True, 0.0)
+    assert aimed.killed and aimed.inside_write and any(e.startswith(".ckpt-") for e in aimed.left), aimed
+    assert aimed.ok and aimed.resumes == 1, aimed
+    random = K.run_trial(kind, tmp_path / "random", ref, 1, False, 0.6 * duration)
+    assert random.ok, random
+
+
+@pytest.mark.slow
+def test_killed_evaluation_leaves_no_partial_result(kill_kinds, tmp_path):
+    kind = kill_kinds["evaluate"]
+    ref, duration = _reference(kind, tmp_path)
+    trial = K.run_trial(kind, tmp_path / "t", ref, 0, False, 0.7 * duration)
+    assert trial.ok and not trial.partial_read, trial
+
+
+@pytest.mark.slow
+def test_killed_notebook_is_not_taken_as_finished(kill_kinds, tmp_path):
+    """Killed while the executed notebook is being written (``.positions.running.ipynb``): no executed notebook
+    or stamp reads as finished, every JSON parses, and the re-run completes."""
+    kind = kill_kinds["notebook"]
+    ref, duration = _reference(kind, tmp_path)
+    trial = K.run_trial(kind, tmp_path / "t", ref, 0, True, 0.5 * duration)
+    assert trial.killed and trial.ok and not trial.partial_read, trial
+
+
+def test_checks_catch_partial_and_inconsistent_results(tmp_path):
+    """The checks themselves: a cut JSON line, a JSON that does not parse and a summary that disagrees with the
+    predictions are reported; hidden temporary entries are listed and not read."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "predictions.jsonl").write_text('{"index": 0, "task": "vt", "target_length": 256, "score": 1.0}\n{"ind')
+    (out / "summary.json").write_text('{"cells": [')
+    (out / ".summary.json.abc.tmp").write_text("{")
+    assert sorted(K.partial_files([out])) == [str(out / "predictions.jsonl"), str(out / "summary.json")]
+    assert K.temp_entries([out]) == [".summary.json.abc.tmp"]
+    (out / "predictions.jsonl").write_text('{"index": 0, "task": "vt", "target_length": 256, "score": 1.0}\n')
+    (out / "summary.json").write_text(json.dumps({"cells": [{"task": "vt", "length": 256, "n": 1, "accuracy": 0.0,
+                                                             "se": 0.0}]}))
+    assert "summary.json cells do not match predictions.jsonl" in K.eval_consistency(out)
+    nb = tmp_path / "nb"
+    nb.mkdir()
+    (nb / "positions.done.json").write_text("{}")
+    assert K.notebook_consistency(nb) == ["positions.done.json without positions.ipynb"]
+
+
+def test_kill_group_reaches_grandchildren(tmp_path):
+    """SIGKILL goes to the whole process group: a grandchild (like a notebook kernel) dies too."""
+    pid_file = tmp_path / "pid"
+    code = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
+            f"time.sleep(60)']); open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    for _ in range(500):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.01)
+    grandchild = int(pid_file.read_text())
+    K.kill_group(proc)
+    assert proc.returncode == -signal.SIGKILL
+    for _ in range(500):
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("the grandchild outlived its process group's SIGKILL")
