@@ -417,6 +417,8 @@ class Trainer:
 
     def _train(self, resume: bool, stop_after: int | None) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        if self.main:
+            _remove_leftovers(self.out_dir)
         final = self.out_dir / "final"
         if resume and (ckpt := latest_checkpoint(self.out_dir)) is not None:
             self.load_checkpoint(ckpt)
@@ -537,4 +539,19 @@ def _untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def _step_of(line: str) -> int:
-    return int(json.loads(line).get("step", -1))
+    """The step of a metrics line; a line cut by a kill mid-write (not JSON) reads as after every step, so resuming
+    drops it."""
+    try:
+        return int(json.loads(line).get("step", -1))
+    except (ValueError, AttributeError):
+        return 1 << 62
+
+
+def _remove_leftovers(out_dir: Path) -> None:
+    """Delete the temporary folders of checkpoint and final writes that a killed run left behind (``atomic_dir``'s
+    ``.<name>.<random>.tmp``, a multi-process save's ``.ckpt-<step>.partial``): never read, they would pile up."""
+    for p in [*out_dir.glob(".ckpt-*.tmp"), *out_dir.glob(".ckpt-*.partial"), *out_dir.glob(".final.*.tmp")]:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)

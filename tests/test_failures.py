@@ -176,3 +176,25 @@ def test_a_metrics_line_is_never_left_half_written(tmp_path, monkeypatch):
         append_jsonl(log, {"step": 1, "loss": 1.5})
     monkeypatch.undo()
     assert log.read_bytes() == before
+
+
+def test_a_killed_runs_cut_metrics_line_and_temporary_folders_do_not_block_resuming(tiny_llama, tmp_path):
+    """What a SIGKILL can leave: a metrics line cut mid-write and the temporary folders of a checkpoint and a final
+    write. Resuming drops the cut line, removes the leftovers and ends bitwise equal to an uninterrupted run."""
+    cfg = TrainConfig(max_steps=6, lr=3e-3, warmup_steps=2, checkpoint_every=2, seed=0)
+    run = tmp_path / "run"
+    with pytest.raises(Interrupted):
+        Trainer(tiny_llama(), ToyMethod(), cfg, run, progress=False).train(stop_after=5)
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"grad_norm": 0.5, "lo')  # the kill came in the middle of step 5's line
+    for leftover in (".ckpt-6.a1b2.tmp", ".final.c3d4.tmp", ".ckpt-6.partial"):
+        (run / leftover).mkdir()
+        (run / leftover / "model.safetensors").write_bytes(b"half")
+    resumed = tiny_llama(seed=7)
+    Trainer(resumed, ToyMethod(), cfg, run, progress=False).train()
+    ref = tiny_llama()
+    Trainer(ref, ToyMethod(), cfg, tmp_path / "ref", progress=False).train()
+    assert _same(ref, resumed)
+    steps = [json.loads(ln)["step"] for ln in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(6))
+    assert not list(run.glob(".*"))
