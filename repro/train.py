@@ -366,9 +366,19 @@ class Trainer:
     def _load_weights_and_optimizer(self, path: Path) -> None:
         refuse_pickled_state(path)  # before anything is changed
         state = load_file(path / "model.safetensors")
-        missing, unexpected = self.model.load_state_dict(state, strict=False)
-        if unexpected or any("lm_head" not in k for k in missing):
-            raise ValueError(f"checkpoint {path} does not match the model: missing {missing}, unexpected {unexpected}")
+        own = self.model.state_dict()
+        missing = [k for k in own if k not in state and "lm_head" not in k]
+        unexpected = [k for k in state if k not in own]
+        if missing or unexpected:
+            raise ValueError(f"checkpoint {path} does not match the model: missing {missing}, unexpected {unexpected}; "
+                             "allowed: a checkpoint of this model's architecture")
+        shapes = [f"{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}" for k in state
+                  if tuple(state[k].shape) != tuple(own[k].shape)]
+        if shapes:
+            raise ValueError(f"checkpoint {path} does not match the model: {len(shapes)} tensor(s) of another shape "
+                             f"(checkpoint vs model), first {shapes[:3]}; allowed: a checkpoint of this model's "
+                             "architecture")
+        self.model.load_state_dict(state, strict=False)  # checked above: only a tied head may be absent
         load_trainer_state(path, self.opt)
 
     # -- loop ------------------------------------------------------------------------------

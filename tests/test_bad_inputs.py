@@ -176,12 +176,14 @@ def folder_with(ws: Workspace, name: str, filename: str, data: str | bytes) -> s
 
 
 def finished_run(ws: Workspace, out: Path) -> None:
-    """``out`` holds a finished run (``final/config.json``)."""
+    """``out`` holds a finished run (``final/`` with its config and, written last, its tokenizer config)."""
     write(out / "final" / "config.json", "{}")
+    write(out / "final" / "tokenizer_config.json", "{}")
 
 
-def load_checkpoint_of_another_model(ws: Workspace, out: Path) -> None:
-    """A trainer of the workspace model resumes from a checkpoint of a 2-layer model."""
+def load_checkpoint_of_another_model(ws: Workspace, out: Path, **other) -> None:
+    """A trainer of the workspace model resumes from a checkpoint of another model (default: 2 layers)."""
+    import torch
     from safetensors.torch import save_file
 
     from repro.checkpoint_state import save_trainer_state
@@ -189,12 +191,16 @@ def load_checkpoint_of_another_model(ws: Workspace, out: Path) -> None:
     from repro.train import TrainConfig, Trainer
 
     ckpt = ws.path("ckpt-other")
-    save_file({k: v.contiguous() for k, v in other_model().state_dict().items() if "lm_head" not in k},
+    save_file({k: v.contiguous() for k, v in other_model(**other).state_dict().items() if "lm_head" not in k},
               ckpt / "model.safetensors")
     model = load_model(ws.model)
     trainer = Trainer(model, object(), TrainConfig(max_steps=1, lr=1e-3), out / "run", progress=False)
     save_trainer_state(ckpt, trainer.opt)
-    trainer.load_checkpoint(ckpt)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        trainer.load_checkpoint(ckpt)
+    finally:  # refused before any weight was touched
+        assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 def load_pickled_checkpoint(ws: Workspace, out: Path) -> None:
@@ -567,6 +573,10 @@ CASES: list[Case] = [
     Case("E95", CKPT, "`Trainer.load_checkpoint` of a checkpoint whose optimizer/RNG state is a pickled "
          "`trainer.pt` (an earlier version's)", load_pickled_checkpoint, ValueError,
          r"ckpt-pickled' keeps its optimizer and RNG states in trainer.pt, a pickle .* not read\. Allowed: "),
+    Case("E96", CKPT, "`Trainer.load_checkpoint` of a checkpoint of a wider model (hidden size 64, not 32)",
+         lambda ws, out: load_checkpoint_of_another_model(ws, out, num_layers=1, hidden_size=64), ValueError,
+         r"ckpt-other does not match the model: \d+ tensor\(s\) of another shape \(checkpoint vs model\), first "
+         r"\['model.embed_tokens.weight \(400, 64\) vs \(\d+, 32\)'.*; allowed: a checkpoint of this model's"),
 ]
 
 
