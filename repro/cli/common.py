@@ -67,6 +67,21 @@ def model_dir(path: str | Path, flag: str = "--model") -> Path:
     return p
 
 
+def load_cli_model(path: str | Path, trust_remote_code: bool = False, flag: str = "--model", **kwargs):
+    """:func:`repro.models.load_model` for a command: its refusals (pickled weights, no RoPE, truncated or
+    mismatched weights, code shipped in the folder without ``--trust-remote-code``) as one-line :class:`CLIError`."""
+    from repro.models import load_model
+
+    try:
+        return load_model(path, trust_remote_code=trust_remote_code, **kwargs)
+    except (ValueError, OSError) as e:
+        if "trust_remote_code" in str(e) and not trust_remote_code:
+            raise CLIError(f"{flag} {str(path)!r} ships its own model code (auto_map in config.json); allowed: "
+                           "--trust-remote-code to run it (a folder you trust), or a model of transformers' own "
+                           "architectures") from e
+        raise CLIError(" ".join(str(e).split())) from e
+
+
 def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer"):
     """The tokenizer of a folder (``AutoTokenizer``, local files only) or of one ``tokenizer.json`` file. The
     pipeline's checkpoints hold their tokenizer in the checkpoint folder (``final/``) and the corpus stage keeps it

@@ -19,7 +19,8 @@ import json
 import math
 from pathlib import Path
 
-from repro.cli.common import CLIError, csv_of, load_tokenizer_from, model_dir, output_dir, positive_int
+from repro.cli.common import (CLIError, csv_of, load_cli_model, load_tokenizer_from, model_dir, output_dir,
+                              positive_int)
 
 EXCERPT = 200
 """Characters kept from each end of a prompt in ``input``."""
@@ -43,6 +44,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--tokenizer", default=None, help="tokenizer folder or file (default: the model's)")
     e.add_argument("--out", default="runs/evaluate", help="output folder (default runs/evaluate)")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
+    e.add_argument("--trust-remote-code", action="store_true",
+                   help="run model code shipped in the model folder (off: only transformers' own architectures)")
     return e
 
 
@@ -132,7 +135,6 @@ def main(args: argparse.Namespace) -> int:
     already in ``--out`` is removed first, so that a run killed before its end never leaves a previous run's
     summary beside its own predictions: ``summary.json`` exists only when it matches ``predictions.jsonl``."""
     from repro.io import atomic_write_json, atomic_write_text
-    from repro.models import load_model
 
     check_tasks(args.tasks)
     if any(not 0.0 <= d <= 1.0 for d in args.depths):
@@ -142,7 +144,7 @@ def main(args: argparse.Namespace) -> int:
     out = output_dir(args.out)
     for stale in ("summary.json", "summary.md"):  # a summary marks a finished evaluation: none until this one is
         (out / stale).unlink(missing_ok=True)
-    model = load_model(path, max_positions=max(args.lengths) + 256).eval()
+    model = load_cli_model(path, args.trust_remote_code, max_positions=max(args.lengths) + 256).eval()
     rows, skipped = predictions(model, tok, args.tasks, args.lengths, args.depths, args.samples, args.seed,
                                 args.batch_size, not args.no_progress)
     cells = summarize(rows)

@@ -15,7 +15,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.cli.common import CLIError, choice, load_tokenizer_from, model_dir, output_dir, positive_float, positive_int
+from repro.cli.common import (CLIError, choice, load_cli_model, load_tokenizer_from, model_dir, output_dir,
+                              positive_float, positive_int)
 from repro.cli.data import DATA_KINDS
 
 MAX_TARGET = 1 << 20
@@ -60,6 +61,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--deepspeed", default=None, metavar="CONFIG",
                    help="DeepSpeed JSON config (e.g. configs/deepspeed_zero3.json); with a launcher "
                         "(accelerate launch / torchrun) every process trains its share of each step's rows")
+    t.add_argument("--trust-remote-code", action="store_true",
+                   help="run model code shipped in the model folder (off: only transformers' own architectures)")
     t.add_argument("--gradient-checkpointing", action="store_true",
                    help="recompute decoder layers in the backward pass (less activation memory)")
     return t
@@ -200,7 +203,6 @@ def make_run_accelerator(args: argparse.Namespace, global_batch: int):
 def build_trainer(args: argparse.Namespace) -> TrainRun:
     """Parsed ``train`` arguments -> a :class:`TrainRun` (model loaded, method built, nothing trained yet)."""
     from repro.cli import data as cli_data
-    from repro.models import load_model
     from repro.stages.builders import CLI_METHODS, build_method, model_settings, prepare_model, train_config
     from repro.train import Trainer
 
@@ -222,7 +224,8 @@ def build_trainer(args: argparse.Namespace) -> TrainRun:
     settings = model_settings(p, arm)
     if args.rope_theta is not None:
         settings["rope"] = {**(settings["rope"] or {"rope_type": "default"}), "rope_theta": float(args.rope_theta)}
-    model = load_model(args.model, attn_implementation=p.model.attn_implementation, **settings)
+    model = load_cli_model(args.model, args.trust_remote_code, attn_implementation=p.model.attn_implementation,
+                           **settings)
     if model.config.vocab_size < len(tok):
         raise CLIError(f"--tokenizer has {len(tok)} tokens but the model's vocabulary is {model.config.vocab_size}; "
                        "allowed: the model's own tokenizer")

@@ -181,3 +181,30 @@ def test_rerunning_the_command_resumes_a_killed_run(tiny_model_dir, text_folder,
     assert not list(cut.glob(".tokenizer.*"))
     assert main(_args(tiny_model_dir, text_folder, cut, "pose", 4, "--checkpoint-every", "2")) == 2
     assert "already holds a finished run" in capsys.readouterr().err
+
+
+def test_code_shipped_with_a_model_runs_only_with_trust_remote_code(tiny_model_dir, text_folder, tmp_path, capsys):
+    """A model folder whose config.json maps to its own modeling file: refused by default (the file is never
+    imported), trained with ``--trust-remote-code``."""
+    import shutil
+
+    model = tmp_path / "shipped"
+    shutil.copytree(tiny_model_dir, model)
+    marker = tmp_path / "imported"
+    (model / "modeling_shipped.py").write_text(
+        "from pathlib import Path\n"
+        "from transformers import LlamaConfig, LlamaForCausalLM\n"
+        f"Path({str(marker)!r}).write_text('yes')\n"
+        "class ShippedConfig(LlamaConfig):\n"
+        "    model_type = 'shipped'\n"
+        "class ShippedForCausalLM(LlamaForCausalLM):\n"
+        "    config_class = ShippedConfig\n")
+    cfg = json.loads((model / "config.json").read_text())
+    cfg.update(model_type="shipped", auto_map={"AutoConfig": "modeling_shipped.ShippedConfig",
+                                               "AutoModelForCausalLM": "modeling_shipped.ShippedForCausalLM"})
+    (model / "config.json").write_text(json.dumps(cfg))
+    assert main(_args(model, text_folder, tmp_path / "no", "flt", 1)) == 2
+    err = capsys.readouterr().err
+    assert "ships its own model code" in err and "allowed: --trust-remote-code" in err and not marker.exists()
+    assert main(_args(model, text_folder, tmp_path / "yes", "flt", 1, "--trust-remote-code")) == 0
+    assert marker.exists() and len(read_jsonl(tmp_path / "yes" / "metrics.jsonl")) == 1
