@@ -230,12 +230,10 @@ def test_pickled_weights_are_refused_unread(tmp_path, monkeypatch):
         load_model(tmp_path)
 
 
-def test_shipped_code_runs_only_with_trust_remote_code(tmp_path):
-    """A checkpoint shipping its own model code: not imported by default; with ``trust_remote_code=True`` it
-    loads (its class passes the architecture gate: a Llama subclass)."""
-    marker = tmp_path / "ran"
-    _model("llama").save_pretrained(tmp_path)
-    (tmp_path / "modeling_shipped.py").write_text(
+def ship_model_code(folder, marker) -> None:
+    """Make the saved Llama in ``folder`` a checkpoint that ships its own model code (``modeling_shipped.py``, a
+    Llama subclass, mapped by ``auto_map`` in config.json); importing that code writes ``marker``."""
+    (folder / "modeling_shipped.py").write_text(
         "from pathlib import Path\n"
         "from transformers import LlamaConfig, LlamaForCausalLM\n"
         f"Path({str(marker)!r}).write_text('code ran')\n"
@@ -243,10 +241,18 @@ def test_shipped_code_runs_only_with_trust_remote_code(tmp_path):
         "    model_type = 'shipped'\n"
         "class ShippedForCausalLM(LlamaForCausalLM):\n"
         "    config_class = ShippedConfig\n")
-    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg = json.loads((folder / "config.json").read_text())
     cfg.update(model_type="shipped", auto_map={"AutoConfig": "modeling_shipped.ShippedConfig",
                                                "AutoModelForCausalLM": "modeling_shipped.ShippedForCausalLM"})
-    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (folder / "config.json").write_text(json.dumps(cfg))
+
+
+def test_shipped_code_runs_only_with_trust_remote_code(tmp_path):
+    """A checkpoint shipping its own model code: not imported by default; with ``trust_remote_code=True`` it
+    loads (its class passes the architecture gate: a Llama subclass)."""
+    marker = tmp_path / "ran"
+    _model("llama").save_pretrained(tmp_path)
+    ship_model_code(tmp_path, marker)
     with pytest.raises(ValueError, match="trust_remote_code"):
         load_model(tmp_path)
     assert not marker.exists()

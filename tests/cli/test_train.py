@@ -188,21 +188,12 @@ def test_code_shipped_with_a_model_runs_only_with_trust_remote_code(tiny_model_d
     imported), trained with ``--trust-remote-code``."""
     import shutil
 
+    from tests.test_families import ship_model_code
+
     model = tmp_path / "shipped"
     shutil.copytree(tiny_model_dir, model)
     marker = tmp_path / "imported"
-    (model / "modeling_shipped.py").write_text(
-        "from pathlib import Path\n"
-        "from transformers import LlamaConfig, LlamaForCausalLM\n"
-        f"Path({str(marker)!r}).write_text('yes')\n"
-        "class ShippedConfig(LlamaConfig):\n"
-        "    model_type = 'shipped'\n"
-        "class ShippedForCausalLM(LlamaForCausalLM):\n"
-        "    config_class = ShippedConfig\n")
-    cfg = json.loads((model / "config.json").read_text())
-    cfg.update(model_type="shipped", auto_map={"AutoConfig": "modeling_shipped.ShippedConfig",
-                                               "AutoModelForCausalLM": "modeling_shipped.ShippedForCausalLM"})
-    (model / "config.json").write_text(json.dumps(cfg))
+    ship_model_code(model, marker)
     assert main(_args(model, text_folder, tmp_path / "no", "flt", 1)) == 2
     err = capsys.readouterr().err
     assert "ships its own model code" in err and "allowed: --trust-remote-code" in err and not marker.exists()
