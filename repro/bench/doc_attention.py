@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import statistics
 import sys
 import time
@@ -35,6 +34,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
+
+from repro.io import atomic_write_json
 
 DOC_ATTENTION_ARMS: dict[str, tuple[str, bool]] = {"full": ("sdpa", False), "doc_dense": ("sdpa", True),
                                                    "doc_varlen": ("sdpa_varlen", True)}
@@ -177,8 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     results = measure_doc_attention(model, cfg)
     print(markdown(results))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"config": asdict(cfg), "profile": args.profile, "results": results}, f, indent=1)
+        atomic_write_json(args.json, {"config": asdict(cfg), "profile": args.profile, "results": results})
     return 0
 
 

@@ -32,6 +32,8 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from repro.io import atomic_write_json
+
 METHODS = ("ours", "naive")
 """``ours``: memory-linear :func:`~repro.analysis.ig.token_scores`; ``naive``: the direct Eq. 1."""
 _ROW = "CD-MEM-ROW "
@@ -249,8 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                  log=lambda r: print(json.dumps(r), flush=True))
     print(markdown(rows))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        atomic_write_json(args.json, rows)
     return 0
 
 

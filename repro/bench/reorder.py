@@ -22,7 +22,6 @@ shuffled; one row per micro-batch, as ProLong's one 64K sequence per device):
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -34,6 +33,7 @@ import torch
 from repro.bench.reorder_sim import ORDERS, CostModel, fit_cost_model, simulate
 from repro.data.balance import sum_sq_lengths, tokens
 from repro.data.packing import chunk_document, lm_segment, pack_rows
+from repro.io import atomic_write_json
 
 MODEL = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2)
@@ -247,8 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                  dist_repeats=args.dist_repeats)
     print(markdown(result))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        atomic_write_json(args.json, result)
     return 0
 
 
