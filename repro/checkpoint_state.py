@@ -113,13 +113,19 @@ def refuse_pickled_state(folder: Path) -> None:
             "earlier version")
 
 
-def load_trainer_state(folder: Path, optimizer: torch.optim.Optimizer) -> None:
-    """Restore ``optimizer`` and the RNG states from checkpoint ``folder`` (never unpickles)."""
+def check_trainer_state(folder: Path) -> None:
+    """Refuse checkpoint ``folder`` unless it holds every state file (:data:`STATE_FILES`) and no pickled one;
+    reads nothing, so a caller can check before changing its model."""
     refuse_pickled_state(folder)
     missing = [f for f in STATE_FILES if not (folder / f).exists()]
     if missing:
         raise ValueError(f"checkpoint {str(folder)!r} lacks {', '.join(missing)}; allowed: a folder with "
                          f"{', '.join(STATE_FILES)} (written by Trainer.save_checkpoint)")
+
+
+def load_trainer_state(folder: Path, optimizer: torch.optim.Optimizer) -> None:
+    """Restore ``optimizer`` and the RNG states from checkpoint ``folder`` (never unpickles)."""
+    check_trainer_state(folder)
     optimizer.load_state_dict(unflatten_optimizer_state(load_file(folder / OPTIMIZER_TENSORS),
                                                         read_json(folder / OPTIMIZER_JSON)))
     set_rng_state(load_file(folder / RNG_TENSORS)["torch"], read_json(folder / RNG_JSON))

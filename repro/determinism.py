@@ -54,10 +54,6 @@ _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _RATE = re.compile(r"\d[\d.,]* tok/s")
 
 
-def _file_stem(target_id: str) -> str:
-    return target_id.replace("/", "-")
-
-
 def _timed_rows_md(text: str) -> str:
     """A markdown table (with caption) reduced to its header and each row's first cell."""
     rows = [ln for ln in text.splitlines() if ln.startswith("|")]
@@ -92,8 +88,8 @@ def _index_json(index: Any) -> Any:
 
 TEXT_VOLATILE: Mapping[str, Callable[[str], str]] = {
     "*INDEX.md": _index_md,
-    **{f"*{_file_stem(t)}*.md": _timed_rows_md for t in TIMED_TARGETS},
-    **{f"*{_file_stem(t)}*.csv": _timed_rows_csv for t in TIMED_TARGETS},
+    **{f"*{t}*.md": _timed_rows_md for t in TIMED_TARGETS},
+    **{f"*{t}*.csv": _timed_rows_csv for t in TIMED_TARGETS},
 }
 """File pattern -> normalisation of a text file that is not JSON: dates and timed numbers masked."""
 JSON_VOLATILE: Mapping[str, Callable[[Any], Any]] = {"*index.json": _index_json}

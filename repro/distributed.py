@@ -34,11 +34,20 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from repro.accumulation import accumulation_scales
+from repro.accumulation import accumulation_scales, answer_count, merge_metrics, micro_batches, target_weight
 from repro.io import DiskFull, is_disk_full
 
 ENGINE_DIR = "engine"
 """Sub-folder of a multi-process checkpoint holding the engine's own state (``accelerator.save_state``)."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now (for ``MASTER_PORT`` of processes started on this machine)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def launched_world_size() -> int:
@@ -122,12 +131,7 @@ def shard_rows(batch: dict[str, Any], rank: int, world: int) -> dict[str, Any]:
     if rows % world:
         raise ValueError(f"a global batch of {rows} rows cannot be split over world size {world}; allowed: a "
                          f"multiple of {world} rows")
-    n = rows // world
-    for k, v in batch.items():
-        if v.ndim and v.shape[0] != rows:
-            raise ValueError(f"batch entry {k!r} has shape {tuple(v.shape)}; allowed: a leading dimension of "
-                             f"{rows} rows (as input_ids) or a 0-d value")
-    return {k: v[rank * n:(rank + 1) * n] if v.ndim else v for k, v in batch.items()}
+    return micro_batches(batch, rows // world)[rank]
 
 
 def all_reduce_sum(values: Sequence[float]) -> list[float]:
@@ -166,7 +170,6 @@ def gradients(accelerator, engine, batch: dict[str, torch.Tensor], micro_batch_s
     """Loss and backward of this rank's share of a step's global ``batch`` (:func:`shard_rows`), in micro-batches
     of ``micro_batch_size`` rows (optionally ``reorder``-ed by cost) scaled by :func:`rank_scales`; returns the
     step's global metrics (collective)."""
-    from repro.accumulation import answer_count, merge_metrics, micro_batches, target_weight
     from repro.data.balance import order_by_cost
 
     world = accelerator.num_processes

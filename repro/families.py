@@ -18,9 +18,6 @@ from transformers import (MODEL_FOR_CAUSAL_LM_MAPPING, LlamaConfig, LlamaForCaus
                           MistralForCausalLM, PretrainedConfig, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
                           Qwen3ForCausalLM)
 
-FAMILIES: tuple[str, ...] = ("llama", "qwen2", "qwen3", "mistral")
-"""``config.model_type`` of the architectures every method is tested on."""
-
 _CLASSES: dict[str, tuple[type, type]] = {
     "llama": (LlamaConfig, LlamaForCausalLM),
     "qwen2": (Qwen2Config, Qwen2ForCausalLM),
@@ -28,6 +25,9 @@ _CLASSES: dict[str, tuple[type, type]] = {
     "mistral": (MistralConfig, MistralForCausalLM),
 }
 """Config and causal-LM classes of each family."""
+
+FAMILIES: tuple[str, ...] = tuple(_CLASSES)
+"""``config.model_type`` of the architectures every method is tested on."""
 
 _CONFIG_ONLY_KEYS = ("attn_implementation",)
 """Keyword arguments a config accepts at construction without keeping them as a plain attribute."""

@@ -90,7 +90,7 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
     """
     import papermill as pm
 
-    from repro.stages.cache import stage_lock
+    from repro.stages.cache import file_stamp, stage_lock
 
     check_paper(paper)
     p = get_profile(profile)
@@ -112,9 +112,9 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
     for s in chosen:
         stamp = out_dir / f"{s.name}.done.json"
         executed = out_dir / f"{s.name}.ipynb"
-        before = _stamp_id(stamp)
+        before = file_stamp(stamp)
         with stage_lock(executed, log=log):  # another reproduce on this run folder runs it once, we wait
-            ran_meanwhile = before != _stamp_id(stamp)
+            ran_meanwhile = before != file_stamp(stamp)
             if (not force or ran_meanwhile) and _cached(stamp, executed, keys[s.name], log):
                 status[s.name] = {"status": "cached", "seconds": 0.0}
                 log(f"[{s.name}] cached (key {keys[s.name]})")
@@ -134,16 +134,6 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
             status[s.name] = {"status": "ran", "seconds": dt}
             log(f"[{s.name}] done in {dt:.1f} s")
     return status
-
-
-def _stamp_id(stamp: Path) -> tuple[int, int] | None:
-    """Identity of a notebook's stamp file (inode, mtime), None when missing: a change while waiting for the
-    notebook's lock means another process ran it meanwhile."""
-    try:
-        st = stamp.stat()
-    except FileNotFoundError:
-        return None
-    return st.st_ino, st.st_mtime_ns
 
 
 def _cached(stamp: Path, executed: Path, key: str, log) -> bool:

@@ -39,7 +39,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from repro.accumulation import accumulation_scales, answer_count, merge_metrics, micro_batches, target_weight
-from repro.checkpoint_state import load_trainer_state, refuse_pickled_state, save_trainer_state
+from repro.checkpoint_state import check_trainer_state, load_trainer_state, save_trainer_state
 from repro.data.balance import order_by_cost
 from repro.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_text, read_json
 from repro.lora import is_lora, save_final
@@ -333,17 +333,16 @@ class Trainer:
                 return path
         else:
             with atomic_dir(path) as tmp:
-                state = {k: v.detach().contiguous().clone() for k, v in self.model.state_dict().items()}
-                save_file(_untie(state), tmp / "model.safetensors")
+                self._write_checkpoint_files(tmp, {k: v.detach().contiguous().clone()
+                                                   for k, v in self.model.state_dict().items()})
                 save_trainer_state(tmp, self.opt)
-                atomic_write_json(tmp / "state.json", {"step": self.step, "method": self.method.state_dict()})
         old = sorted((c for c in self.out_dir.glob("ckpt-*") if c != path), key=lambda p: int(p.name.split("-")[1]))
         for c in old[:max(len(old) - self.cfg.keep_checkpoints + 1, 0)]:
             shutil.rmtree(c, ignore_errors=True)
         return path
 
     def _write_checkpoint_files(self, folder: Path, state: dict[str, torch.Tensor]) -> None:
-        """Rank 0's files of a multi-process checkpoint: the consolidated weights and the step/method state."""
+        """The weights and the step/method state of a checkpoint (rank 0's files of a multi-process one)."""
         save_file(_untie(state), folder / "model.safetensors")
         atomic_write_json(folder / "state.json", {"step": self.step, "method": self.method.state_dict()})
 
@@ -364,7 +363,7 @@ class Trainer:
             atomic_write_text(log, "".join(ln + "\n" for ln in lines))
 
     def _load_weights_and_optimizer(self, path: Path) -> None:
-        refuse_pickled_state(path)  # before anything is changed
+        check_trainer_state(path)  # before anything is changed
         state = load_file(path / "model.safetensors")
         own = self.model.state_dict()
         missing = [k for k in own if k not in state and "lm_head" not in k]

@@ -5,7 +5,6 @@ matters), and a run killed after a checkpoint then resumed by the same command."
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,18 +27,12 @@ SPEC = {"steps": 4, "checkpoint_every": 2}
 TIMEOUT = 240
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _launch(spec: dict, folder: Path, env_extra: dict | None = None, world: int = 2) -> list[subprocess.Popen]:
     """``world`` worker processes of ``spec`` (written as JSON) with the rank variables a launcher sets."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder.parent / f"{folder.name}.spec.json"
     path.write_text(json.dumps({**spec, "out": str(folder)}))
-    port = _free_port()
+    port = distributed.free_port()
     procs = []
     for rank in range(world):
         env = {**os.environ, "PYTHONPATH": str(REPO), "RANK": str(rank), "LOCAL_RANK": str(rank),

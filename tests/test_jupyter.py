@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,14 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from repro.distributed import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = uuid.uuid4().hex
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(base: str, path: str, method: str = "GET", body: dict | None = None) -> dict | list:
@@ -41,7 +36,7 @@ def server(tmp_path_factory):
     """``jupyter lab`` from this environment's scripts folder, rooted at the repo, on a free port."""
     jupyter = Path(sys.executable).with_name("jupyter")
     assert jupyter.exists(), f"{jupyter} missing: jupyterlab is in requirements.txt"
-    port = _free_port()
+    port = free_port()
     home = tmp_path_factory.mktemp("jupyter_home")
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTER_DATA_DIR": str(home / "data"),
            "JUPYTER_CONFIG_DIR": str(home / "config"), "PYTHONPATH": str(REPO)}

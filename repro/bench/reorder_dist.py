@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,12 +33,7 @@ import torch
 
 from repro.bench.reorder_sim import ORDERS, CostModel, deal, step_time
 from repro.data.balance import sum_sq_lengths
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from repro.distributed import free_port
 
 
 def _write_spec(folder: Path, steps: Sequence[Sequence[Mapping]], **fields) -> Path:
@@ -142,7 +136,7 @@ def run_distributed(steps: Sequence[Sequence[Mapping]], workers: int = 2, work: 
     steps = [list(s) for s in steps]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "records.json"
-        spec = _write_spec(Path(tmp), steps, world=workers, port=_free_port(), work=work, cost=vars(cost),
+        spec = _write_spec(Path(tmp), steps, world=workers, port=free_port(), work=work, cost=vars(cost),
                            orders=list(orders), repeats=repeats, warmup=warmup, seed=seed, threads=threads,
                            out_path=str(out))
         procs = [subprocess.Popen([sys.executable, "-m", "repro.bench.reorder_dist", str(spec), str(rank)],

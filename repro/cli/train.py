@@ -189,13 +189,11 @@ def make_run_accelerator(args: argparse.Namespace, global_batch: int):
         return None
     if not is_launched():  # DeepSpeed in one process (one GPU with CPU offload): a process group of one
         import os
-        import socket
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        from repro.distributed import free_port
+
         for k, v in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                     "MASTER_PORT": str(port)}.items():
+                     "MASTER_PORT": str(free_port())}.items():
             os.environ.setdefault(k, v)
     return make_accelerator(args.deepspeed, global_batch=global_batch)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import torch
+
+from repro.distributed import free_port
 
 TINY = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2}
@@ -63,12 +64,6 @@ def reference(case: Mapping, seed: int = 0) -> dict[str, np.ndarray]:
     return {"logits": logits.detach().numpy(), "loss": np.asarray(loss.item()), "grads": _grads(model)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 CHECK_MODES: tuple[str, ...] = ("ulysses", "deepspeed")
 """What the workers run: ``ulysses`` (this repo's :data:`~repro.parallel.ulysses.SP_ULYSSES`, forward and
 backward) or ``deepspeed`` (the model prepared by ``accelerate.Accelerator`` with
@@ -95,7 +90,7 @@ def run_check(cases: Sequence[Mapping], world: int = 2, seed: int = 0, timeout: 
         spec.write_text(json.dumps({"world": world, "seed": seed, "threads": threads, "out": str(folder), "mode": mode,
                                     "layouts": [c.get("layout", "contiguous") for c in cases],
                                     "arrays": str(folder / "cases.npz")}))
-        env = {**os.environ, "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+        env = {**os.environ, "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
         procs = [subprocess.Popen([sys.executable, "-m", "repro.parallel.check", str(spec), str(r)],
                                   env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   text=True) for r in range(world)]
@@ -117,7 +112,7 @@ def run_check(cases: Sequence[Mapping], world: int = 2, seed: int = 0, timeout: 
             with np.load(f, allow_pickle=False) as z:
                 loaded.append({k: z[k] for k in z.files})
         for i in range(len(cases)):
-            out.append([{k.split("/", 1)[1]: v for k, v in z.items() if k.startswith(f"{i}/")} for z in loaded])
+            out.append([_case(z, i) for z in loaded])
         return out
 
 

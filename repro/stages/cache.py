@@ -406,7 +406,9 @@ def verify_stage(path: Path, done: str) -> Path:
     return path / done
 
 
-def _stamp(f: Path) -> tuple[int, int] | None:
+def file_stamp(f: Path) -> tuple[int, int] | None:
+    """Identity of file ``f`` (inode, mtime), None when missing: a change while a process waited for the file's lock
+    means another process wrote it meanwhile."""
     try:
         st = f.stat()
     except FileNotFoundError:
@@ -428,9 +430,9 @@ def compute_once(path: Path, done: str, force: bool = False) -> Iterator[Path | 
     if _follower():  # ranks > 0 of a launch compute along with rank 0, which locks and records
         yield reuse(path, done, False)
         return
-    before = _stamp(path / MANIFEST)
+    before = file_stamp(path / MANIFEST)
     with stage_lock(path) as lock:
-        after = _stamp(path / MANIFEST)
+        after = file_stamp(path / MANIFEST)
         if force and not (after is not None and after != before):  # not finished by the holder we waited for
             if path.exists():
                 shutil.rmtree(path)
@@ -486,9 +488,10 @@ def cached_json(path: Path, force: bool, compute: Callable[[], Mapping[str, Any]
     (or when ``force``, or damaged: a :class:`CacheWarning` names the file), under the record's lock, with
     :func:`repro.manifest.environment` under ``environment``. Fresh and cached calls return the same thing: the
     record as read back, less its checksum and that manifest field."""
-    before = _stamp(path)
+    before = file_stamp(path)
     with stage_lock(path):
-        if force and not (_stamp(path) is not None and _stamp(path) != before):
+        now = file_stamp(path)
+        if force and not (now is not None and now != before):
             path.unlink(missing_ok=True)
         rec, problem, legacy = _read_record(path)
         if problem:

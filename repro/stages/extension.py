@@ -27,7 +27,6 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
     process through DeepSpeed with ``extend.deepspeed_config`` (DDP without one), rank 0 preparing the earlier
     stages and the data first; a single process trains as without a launcher and leaves ``deepspeed_config`` unused
     (an engine of one process adds nothing to the single-process trainer)."""
-    from repro.data.tokenizer import load_tokenizer
     from repro.methods import extension_spec
     from repro.methods.prepared import PreparedBatches
     from repro.train import Trainer, TrainConfig
@@ -64,12 +63,11 @@ def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | 
                                          else REPO / e.deepspeed_config)
             accelerator = make_accelerator(ds or None, global_batch=e.batch_size)
         with main_process_first(accelerator):
-            model, m, data = _extension_inputs(p, rp, method, arm, spec, run_dir, progress)
+            model, m, tok, data = _extension_inputs(p, rp, method, arm, spec, run_dir, progress)
         cfg = TrainConfig.from_section(e, e.steps, schedule="cosine")
         final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress,
                         accelerator=accelerator).train()
         if accelerator is None or accelerator.is_main_process:
-            tok = load_tokenizer(build_corpus(p, run_dir).path / "tokenizer")
             tok.save_pretrained(final)
         if accelerator is not None:
             accelerator.wait_for_everyone()
@@ -85,7 +83,8 @@ def main_process_first(accelerator):
 
 
 def _extension_inputs(p: Profile, rp: Profile, method: str, arm: str, spec, run_dir: str | Path, progress: bool):
-    """(model loaded from the base with the arm's RoPE, the arm's method, its prepared data folder)."""
+    """(model loaded from the base with the arm's RoPE, the arm's method, the corpus tokenizer, its prepared data
+    folder)."""
     from repro.data.tokenizer import load_tokenizer
     from repro.models import load_model
     from repro.stages.builders import model_settings
@@ -101,7 +100,7 @@ def _extension_inputs(p: Profile, rp: Profile, method: str, arm: str, spec, run_
     corpus = build_corpus(p, run_dir)
     tok = load_tokenizer(corpus.path / "tokenizer")
     m = extension_method(rp, arm, tok, corpus.rows(), anchors)
-    return model, m, prepare_extension_data(p, method, m, run_dir)
+    return model, m, tok, prepare_extension_data(p, method, m, run_dir)
 
 
 def prepare_extension_data(p: Profile, method: str, m, run_dir: str | Path = "runs", force: bool = False,
