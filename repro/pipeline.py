@@ -19,9 +19,9 @@ from typing import Sequence
 from repro.io import atomic_write_json, atomic_write_text, config_hash, file_sha256, read_json
 from repro.manifest import with_environment
 from repro.papers import ALL, PAPERS, check_paper
+from repro.paths import REPO
 from repro.profiles import get_profile
 
-REPO = Path(__file__).resolve().parent.parent
 DEFAULT_PROFILE = "tiny"
 
 
@@ -183,3 +183,12 @@ def _stable_cell_ids(text: str) -> str:
         if "id" in cell and "injected-parameters" in cell.get("metadata", {}).get("tags", []):
             cell["id"] = INJECTED_CELL_ID
     return nbformat.writes(nb) + "\n"
+
+
+def base_search(names: Sequence[str], run_dir: str | Path = "runs", threads: int = 0,
+                figures_dir: str | Path = "figures") -> int:
+    """``python -m repro base-search``: train and score the named base-model candidates, then rewrite
+    ``TB-BaseSearch`` (:func:`repro.stages.base_search.search_main`; without names it lists them)."""
+    from repro.stages.base_search import search_main
+
+    return search_main(list(names), run_dir, threads, figures_dir)

@@ -268,3 +268,11 @@ def samples_for_se(weights: Mapping[Hashable, float], sd: Mapping[Hashable, floa
         raise ValueError(f"target_se={target_se}, cells={cells}; allowed: target_se > 0, cells >= 1")
     need = _sum_w2_var(weights, sd) / (cells * target_se ** 2)
     return max(1, math.ceil(need - 1e-9))  # the tolerance keeps an exact solution from rounding up
+
+
+def mean_se(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and standard error over the finite values (NaN, NaN when none; SE 0 for one value)."""
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=np.float64)
+    if v.size == 0:
+        return float("nan"), float("nan")
+    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else 0.0

@@ -1,11 +1,11 @@
 """``python -m repro analyze {ig,attention-distance,tokens}``: the analyses of the pipeline on any local model.
 
-- ``ig``: CDT's scores (:func:`repro.stages.cdt_analysis.cd_scores` with ``path=``): IG, FR, attention and
+- ``ig``: CDT's scores (:func:`repro.analysis.cdt_record.cd_record`): IG, FR, attention and
   embedding-gradient shares per token type on labelled multi-hop prompts at ``--length``, manual denoising and the
   denoising sweep. Writes ``ig.json`` (the record; ``scores[i]["ig_token"]`` has one value per token of sample
   ``i``) .
 - ``attention-distance``: RP-Fig2's per-layer query-key distance histograms
-  (:func:`repro.stages.attention.model_distances`) on ``--samples`` texts of ``--data`` cut to ``--length``.
+  (:func:`repro.analysis.distance_records.model_distances`) on ``--samples`` texts of ``--data`` cut to ``--length``.
   Writes ``attention_distance.json``.
 - ``tokens``: LongRecipe's impactful-token analysis (:func:`repro.analysis.tokens.analyse`) of ``--model`` (the
   extended model) against ``--base`` on texts of ``--data``. Writes ``tokens.json`` (shapes, per-position mean
@@ -65,9 +65,9 @@ def _texts(args, tok) -> list[str]:
 
 def ig(args: argparse.Namespace, out: Path) -> dict:
     """CDT's scores of ``--model`` with ``--profile``'s CDT settings at ``--length``."""
+    from repro.analysis.cdt_record import cd_record
     from repro.profiles import get_profile
-    from repro.stages.builders import scaled_profile
-    from repro.stages.cdt_analysis import cd_scores
+    from repro.recipes import scaled_profile
 
     path = model_dir(args.model)
     if not (path / "tokenizer.json").exists():
@@ -79,14 +79,15 @@ def ig(args: argparse.Namespace, out: Path) -> dict:
         p = scaled_profile(p, max(p.extend.target_window, args.length), base_window=args.length, cdt=cdt)
     except ValueError as e:
         raise CLIError(str(e)) from e
-    rec = cd_scores(p, run_dir=output_dir(out) / "cache", progress=not args.no_progress, path=path)
+    output_dir(out)
+    rec = cd_record(path, p, progress=not args.no_progress)
     return {"analysis": "ig", "length": args.length, "samples": len(rec["scores"]),
             "sample_tokens": [len(s["ig_token"]) for s in rec["scores"]], **rec}
 
 
 def attention_distance(args: argparse.Namespace, out: Path) -> dict:
     """RP-Fig2's distance histograms of ``--model``."""
-    from repro.stages.attention import AttentionDistanceConfig, model_distances
+    from repro.analysis.distance_records import AttentionDistanceConfig, model_distances
 
     path = model_dir(args.model)
     tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")

@@ -31,9 +31,9 @@ def parse_data_spec(spec: str) -> str:
 
 def builtin_corpus(tokenizer, max_bytes: int | None):
     """The testbed corpus's code and prose documents (each source cut at ``max_bytes``), tokenized in memory as a
-    :class:`repro.stages.corpus.Corpus` (what the ``corpus:`` specs read)."""
+    :class:`repro.data.corpus.Corpus` (what the ``corpus:`` specs read)."""
     from repro.data.corpus import iter_code, iter_prose
-    from repro.stages.corpus import Corpus
+    from repro.data.corpus import Corpus
 
     docs = [*iter_code(max_bytes), *iter_prose(max_bytes)]
     enc = tokenizer([d.text for d in docs], add_special_tokens=False).input_ids
@@ -80,7 +80,7 @@ def prolong_streams(p, docs: Sequence[np.ndarray], spec: str, seed: int) -> list
     streams keep the documents of at least the long threshold, the others the shorter ones."""
     from repro.data.long_sources import split_by_length
     from repro.data.streams import TokenStream
-    from repro.stages.prolong import long_threshold
+    from repro.recipes.prolong import long_threshold
 
     thr, out = long_threshold(p), []
     for name, _ in p.prolong.sources:

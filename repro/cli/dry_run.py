@@ -1,16 +1,16 @@
 """``python -m repro reproduce --profile NAME --dry-run``: check a profile end to end without training it.
 
 1. ``config``: the profile validates, and every arm its training notebook trains
-   (:func:`repro.stages.extension.extension_arms`) parses and gets its training config
-   (:func:`repro.stages.builders.train_config`).
+   (:func:`repro.recipes.extension_arms`) parses and gets its training config
+   (:func:`repro.recipes.train_config`).
 2. ``source``: every data source the profile reads (``corpus.sources``, ``prolong.sources``) and pretrained model
    or tokenizer it names exists (local folders; hub ids must be in the local cache); a missing one is reported and
    the check continues.
 3. ``accel``: every ``configs/*.json`` parses, and the profile's DeepSpeed config resolves for each arm's rows per
    step (:func:`repro.accel.load_deepspeed_config`: batch divisibility).
-4. ``step``: one optimizer step of each method (:data:`repro.stages.builders.CLI_METHODS`) through the same
-   builders as the stages, with the profile's settings resized to a :data:`STEP_TARGET`-token target
-   (:func:`repro.stages.builders.scaled_profile`), a tiny random Llama, a small BPE tokenizer and the built-in
+4. ``step``: one optimizer step of each method (:func:`repro.recipes.cli_methods`) through the same
+   recipes as the stages, with the profile's settings resized to a :data:`STEP_TARGET`-token target
+   (:func:`repro.recipes.scaled_profile`), a tiny random Llama, a small BPE tokenizer and the built-in
    corpus (substitutions are printed in the notes: ``sdpa`` for the attention, built-in streams for missing
    ProLong sources, the most frequent tokens as LongRecipe's anchors, single process instead of DeepSpeed).
 5. ``engine``: when the profile names a DeepSpeed config, one optimizer step of ``pose`` through it, in a process
@@ -57,7 +57,7 @@ class Report:
 
 def _local(spec_path: str) -> Path | None:
     """An existing path for a profile's relative path (the working folder first, then the repository)."""
-    from repro.pipeline import REPO
+    from repro.paths import REPO
 
     for p in (Path(spec_path), REPO / spec_path):
         if p.exists():
@@ -68,9 +68,7 @@ def _local(spec_path: str) -> Path | None:
 def check_configs(p, report: Report) -> None:
     """Every arm of the profile parses and gets a training config."""
     from repro.methods.arms import parse_arm
-    from repro.stages.builders import train_config
-    from repro.stages.extension import extension_arms
-    from repro.stages.keys import replicate_profile
+    from repro.recipes import extension_arms, replicate_profile, train_config
 
     arms = extension_arms(p)
     bad = []
@@ -117,8 +115,8 @@ def check_accel(p, report: Report) -> None:
     import json
 
     from repro.accel import load_deepspeed_config
-    from repro.pipeline import REPO
-    from repro.stages.prolong import arm_length
+    from repro.paths import REPO
+    from repro.recipes.prolong import arm_length
 
     for f in sorted((REPO / "configs").glob("*.json")):
         try:
@@ -145,7 +143,7 @@ def check_accel(p, report: Report) -> None:
 
 def step_profile(p):
     """``p`` resized for the one-step checks, and the substitutions made."""
-    from repro.stages.builders import scaled_profile
+    from repro.recipes import scaled_profile
 
     notes, sections = [], {"extend": {"threads": 0, "checkpoint_every": 0, "workers": 1}}
     if p.model.attn_implementation != "sdpa":
@@ -175,7 +173,7 @@ def step_methods(p, methods: Sequence[str], report: Report, workdir: Path) -> No
     from repro.io import read_jsonl
     from repro.models import build_tiny, load_model
     from repro.profiles import ModelConfig
-    from repro.stages.builders import CLI_METHODS, build_method, model_settings, prepare_model, train_config
+    from repro import recipes
     from repro.train import Trainer
 
     q, notes = step_profile(p)
@@ -196,18 +194,19 @@ def step_methods(p, methods: Sequence[str], report: Report, workdir: Path) -> No
     report.add("step", "setup", "ok", f"{time.perf_counter() - t0:.1f} s; " + "; ".join(notes))
     for name in methods:
         t1 = time.perf_counter()
-        arm = CLI_METHODS[name]
+        arm = recipes.cli_methods()[name]
         try:
             streams = None
-            if arm == "prolong":
-                from repro.stages.prolong import long_threshold
+            if recipes.recipe_of(arm).data == "streams":
+                from repro.recipes.prolong import long_threshold
 
                 docs = {s: [d for d in _spec_docs(s, corpus, tok, long_threshold(q))] for _, s in q.prolong.sources}
                 streams = _streams(q, docs)
-            method = build_method(q, arm, tok, corpus_rows=rows, streams=streams, anchors=anchors)
-            model = load_model(model_path, attn_implementation=q.model.attn_implementation, **model_settings(q, arm))
-            prepare_model(q, method, model)
-            Trainer(model, method, train_config(q, arm, max_steps=1), workdir / name, progress=False).train()
+            method = recipes.build_method(q, arm, tok, corpus_rows=rows, streams=streams, anchors=anchors)
+            model = load_model(model_path, attn_implementation=q.model.attn_implementation,
+                               **recipes.model_settings(q, arm))
+            recipes.prepare_model(q, method, model)
+            Trainer(model, method, recipes.train_config(q, arm, max_steps=1), workdir / name, progress=False).train()
             loss = read_jsonl(workdir / name / "metrics.jsonl")[-1]["loss"]
             if not math.isfinite(loss):
                 raise FloatingPointError(f"loss {loss}")
@@ -226,7 +225,7 @@ def engine_step(p, report: Report, workdir: Path, timeout: float = 900) -> None:
     import sys
 
     from repro.io import read_jsonl
-    from repro.pipeline import REPO
+    from repro.paths import REPO
 
     ds = p.extend.deepspeed_config
     if not ds:
@@ -265,7 +264,7 @@ def _spec_docs(spec, corpus, tok, threshold):
 def _streams(q, docs: dict) -> list:
     from repro.data.long_sources import split_by_length
     from repro.data.streams import TokenStream
-    from repro.stages.prolong import long_threshold
+    from repro.recipes.prolong import long_threshold
 
     thr = long_threshold(q)
     return [TokenStream(n, split_by_length(docs[s], thr, n in q.prolong.long_streams), seed=q.extend.seed)
@@ -277,11 +276,12 @@ def dry_run(profile: str, methods: Sequence[str] | None = None, workdir: str | P
     """Run every check of the module docstring on ``profile`` (``engine=False``: all but the DeepSpeed step); 0 when
     all are ok, else 1."""
     from repro.profiles import get_profile
-    from repro.stages.builders import CLI_METHODS
+    from repro.recipes import cli_methods
 
-    methods = list(methods or CLI_METHODS)
-    if bad := [m for m in methods if m not in CLI_METHODS]:
-        raise CLIError(f"unknown method {bad[0]!r} in --methods; allowed: {', '.join(CLI_METHODS)}")
+    known = cli_methods()
+    methods = list(methods or known)
+    if bad := [m for m in methods if m not in known]:
+        raise CLIError(f"unknown method {bad[0]!r} in --methods; allowed: {', '.join(known)}")
     t0 = time.perf_counter()
     report = Report()
     print(f"dry run of profile {profile!r}:")

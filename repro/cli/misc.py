@@ -27,9 +27,9 @@ def main(args: argparse.Namespace) -> int:
 
         return bench_main(args.profile, args.figures_dir, args.quick)
     if args.cmd == "base-search":
-        from repro.stages.base_search import search_main
+        from repro.pipeline import base_search
 
-        return search_main(args.names, args.run_dir, args.threads, args.figures_dir)
+        return base_search(args.names, args.run_dir, args.threads, args.figures_dir)
     from repro.profiles import DESCRIPTIONS, PROFILES
 
     for name in PROFILES:

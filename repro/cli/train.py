@@ -2,8 +2,10 @@
 
 Writes ``<out>/metrics.jsonl`` (one line per step), ``<out>/final/`` (weights, config, tokenizer,
 ``train_summary.json``) and ``<out>/run.json`` (the arguments and the arm trained). The method is built by
-:func:`repro.stages.builders.build_method` with the settings of ``--profile`` resized to the target
-(:func:`repro.stages.builders.scaled_profile`), exactly as the pipeline's stages build it.
+:func:`repro.recipes.build_method` with the settings of ``--profile`` resized to the target
+(:func:`repro.recipes.scaled_profile`), exactly as the pipeline's stages build it. ``--method`` takes the
+command-line name of any registered recipe (:func:`repro.recipes.cli_methods`; a recipe registered before the
+command runs is offered too).
 
 :func:`build_trainer` is the one function that turns parsed arguments into a ready :class:`TrainRun`; options
 that change how training runs (devices, adapters) extend it and its parser (:func:`add_parser`).
@@ -26,11 +28,11 @@ MAX_TARGET = 1 << 20
 def add_parser(sub) -> argparse.ArgumentParser:
     """The ``train`` subcommand's arguments."""
     from repro.profiles import PROFILES
-    from repro.stages.builders import CLI_METHODS
+    from repro.recipes import cli_methods
 
     t = sub.add_parser("train", help="train one method on a local model folder")
     t.add_argument("--model", required=True, help="local model folder (config.json + weights)")
-    t.add_argument("--method", required=True, help=f"one of: {', '.join(CLI_METHODS)}")
+    t.add_argument("--method", required=True, help=f"one of: {', '.join(cli_methods())}")
     t.add_argument("--target", required=True, type=positive_int, help="target context window in tokens")
     t.add_argument("--data", required=True, help=f"source spec: {', '.join(DATA_KINDS)}")
     t.add_argument("--steps", type=positive_int, default=None, help="optimizer steps (default: the profile's)")
@@ -88,9 +90,9 @@ def check_args(args: argparse.Namespace) -> None:
     """Every argument check that needs no file read: a :class:`CLIError` naming the bad value."""
     from repro.cli.data import parse_data_spec
     from repro.profiles import PROFILES
-    from repro.stages.builders import CLI_METHODS
+    from repro.recipes import cli_methods
 
-    choice(args.method, tuple(CLI_METHODS), "method")
+    choice(args.method, tuple(cli_methods()), "method")
     choice(args.profile, tuple(PROFILES), "profile")
     if args.target > MAX_TARGET:
         raise CLIError(f"--target {args.target} is longer than allowed; allowed: 2 <= --target <= {MAX_TARGET}")
@@ -113,15 +115,16 @@ def check_args(args: argparse.Namespace) -> None:
     model_dir(args.model)
 
 
-def read_anchors(path: str | None, method: str, vocab: int):
-    """Anchor token ids from a JSON list or a ``{"anchors": [...]}`` object (``analyze tokens``' output)."""
+def read_anchors(path: str | None, method: str, vocab: int, needed: bool = False):
+    """Anchor token ids from a JSON list or a ``{"anchors": [...]}`` object (``analyze tokens``' output);
+    ``needed``: the method selects anchor sentences (a :class:`CLIError` without ``--anchors``)."""
     import numpy as np
 
     from repro.io import read_json
 
     if path is None:
-        if method == "longrecipe":
-            raise CLIError("--method longrecipe selects anchor sentences; allowed: pass --anchors FILE "
+        if needed:
+            raise CLIError(f"--method {method} selects anchor sentences; allowed: pass --anchors FILE "
                            "(python -m repro analyze tokens writes one)")
         return None
     try:
@@ -136,10 +139,10 @@ def read_anchors(path: str | None, method: str, vocab: int):
 
 
 def run_profile(args: argparse.Namespace):
-    """The ``--profile`` settings resized to the run (:func:`repro.stages.builders.scaled_profile`): the target,
+    """The ``--profile`` settings resized to the run (:func:`repro.recipes.scaled_profile`): the target,
     batch, steps, lr and seed of the arguments; threads left to the process; checkpoints as asked."""
     from repro.profiles import get_profile
-    from repro.stages.builders import scaled_profile
+    from repro.recipes import scaled_profile
 
     try:
         return scaled_profile(get_profile(args.profile), args.target, base_window=args.base_window,
@@ -200,26 +203,26 @@ def make_run_accelerator(args: argparse.Namespace, global_batch: int):
 
 def build_trainer(args: argparse.Namespace) -> TrainRun:
     """Parsed ``train`` arguments -> a :class:`TrainRun` (model loaded, method built, nothing trained yet)."""
+    from repro import recipes
     from repro.cli import data as cli_data
-    from repro.stages.builders import CLI_METHODS, build_method, model_settings, prepare_model, train_config
     from repro.train import Trainer
 
     check_args(args)
-    arm = CLI_METHODS[args.method]
+    arm = recipes.cli_methods()[args.method]
     out = Path(args.out or f"runs/train-{args.method}-{args.target}")
     if (out / "final" / "config.json").exists():
         raise CLIError(f"--out {str(out)!r} already holds a finished run (final/); allowed: a new folder")
     tok = load_tokenizer_from(args.tokenizer or args.model, "--tokenizer" if args.tokenizer else "--model")
     p = run_profile(args)
     docs = cli_data.documents(args.data, tok, p.extend.target_window, args.data_bytes)
-    if arm == "prolong":
+    if recipes.recipe_of(arm).data == "streams":
         streams, rows = cli_data.prolong_streams(p, docs, args.data, p.extend.seed), None
     else:
         cli_data.require_length(docs, args.target, args.data)
         streams, rows = None, cli_data.corpus_rows(docs)
-    anchors = read_anchors(args.anchors, args.method, len(tok))
-    method = build_method(p, arm, tok, corpus_rows=rows, streams=streams, anchors=anchors)
-    settings = model_settings(p, arm)
+    anchors = read_anchors(args.anchors, args.method, len(tok), recipes.recipe_of(arm).needs_anchors(arm))
+    method = recipes.build_method(p, arm, tok, corpus_rows=rows, streams=streams, anchors=anchors)
+    settings = recipes.model_settings(p, arm)
     if args.rope_theta is not None:
         settings["rope"] = {**(settings["rope"] or {"rope_type": "default"}), "rope_theta": float(args.rope_theta)}
     model = load_cli_model(args.model, args.trust_remote_code, attn_implementation=p.model.attn_implementation,
@@ -227,7 +230,7 @@ def build_trainer(args: argparse.Namespace) -> TrainRun:
     if model.config.vocab_size < len(tok):
         raise CLIError(f"--tokenizer has {len(tok)} tokens but the model's vocabulary is {model.config.vocab_size}; "
                        "allowed: the model's own tokenizer")
-    prepare_model(p, method, model)
+    recipes.prepare_model(p, method, model)
     spec = lora_spec(args)
     if spec is not None:
         if zero_stage(args.deepspeed) == 3:
@@ -239,7 +242,7 @@ def build_trainer(args: argparse.Namespace) -> TrainRun:
             model = apply_lora(model, spec)
         except ValueError as e:
             raise CLIError(f"--lora-targets/--lora-trainable: {e}") from e
-    cfg = train_config(p, arm)
+    cfg = recipes.train_config(p, arm)
     if args.gradient_checkpointing:
         from dataclasses import replace
 

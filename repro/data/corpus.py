@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+import numpy as np
+
 EXCLUDED_PACKAGES = frozenset({"test", "idlelib", "lib2to3", "tkinter", "turtledemo", "ensurepip",
                                "site-packages", "dist-packages", "__pycache__", "venv", "pydoc_data"})
 
@@ -43,6 +45,35 @@ class Document:
     """Name of the source that produced it (``code``, ``prose``, ...)."""
     name: str
     """A stable identifier inside the source (package, topic, file name)."""
+
+
+@dataclass
+class Corpus:
+    """A tokenized corpus: documents, their token arrays (BOS first, concatenated) and the manifest."""
+
+    path: Path
+    """The folder it was built in (``Path(".")`` for one built in memory)."""
+    documents: list[Document]
+    """The documents, in order."""
+    tokens: np.ndarray
+    """Every document's token ids, concatenated."""
+    offsets: np.ndarray
+    """Document ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``."""
+    sources: list[str]
+    """Each document's source name."""
+    manifest: dict
+    """What was read and how (empty for one built in memory)."""
+
+    def rows(self, sources: tuple[str, ...] | None = None, weight: float = 1.0):
+        """Language-modelling rows (:class:`repro.data.synthetic.CorpusRows`) over documents of ``sources``
+        (default: every non-synthetic source)."""
+        from repro.data.synthetic import CorpusRows
+
+        keep = [i for i, s in enumerate(self.sources) if (s in sources if sources else s != "synthetic")]
+        parts = [self.tokens[self.offsets[i]:self.offsets[i + 1]] for i in keep]
+        toks = np.concatenate(parts) if parts else np.zeros(0, dtype=self.tokens.dtype)
+        offs = np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
+        return CorpusRows(toks, offs, weight)
 
 
 def stdlib_dir() -> Path:

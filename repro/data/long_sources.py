@@ -70,7 +70,7 @@ def _cut(ids: np.ndarray, below: int, bos: int) -> list[np.ndarray]:
 
 def source_documents(spec: str, corpus, tokenizer, threshold: int) -> list[np.ndarray]:
     """The tokenized documents of source ``spec`` (see the module docstring); ``corpus`` is the testbed's
-    :class:`repro.stages.corpus.Corpus` (for ``corpus:`` specs), ``threshold`` the long-document length."""
+    :class:`repro.data.corpus.Corpus` (for ``corpus:`` specs), ``threshold`` the long-document length."""
     kind, _, arg = spec.partition(":")
     bos = tokenizer.bos_token_id
     if kind == "corpus":

@@ -107,3 +107,25 @@ def merge_pieces(pieces: Sequence[Segment]) -> Segment:
     answers = [p.answer if p.answer is not None else np.zeros(len(p.tokens), dtype=bool) for p in pieces]
     has_answer = any(p.answer is not None for p in pieces)
     return Segment(toks, w, None, np.concatenate(answers) if has_answer else None)
+
+
+def save_stream(folder, name: str, documents: Sequence[np.ndarray]) -> None:
+    """Write one stream's documents into ``folder`` as ``<name>.tokens.npy`` (int32, concatenated) and
+    ``<name>.lengths.npy`` (int64): the stream folder format :func:`load_streams` reads."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    np.save(folder / f"{name}.tokens.npy", np.concatenate(documents).astype(np.int32), allow_pickle=False)
+    np.save(folder / f"{name}.lengths.npy", np.array([len(d) for d in documents], dtype=np.int64), allow_pickle=False)
+
+
+def load_streams(folder, names: Sequence[str], seed: int) -> list[TokenStream]:
+    """The :class:`TokenStream` of each of ``names`` in a stream folder (:func:`save_stream`), drawn with ``seed``."""
+    from pathlib import Path
+
+    folder, out = Path(folder), []
+    for name in names:
+        toks = np.load(folder / f"{name}.tokens.npy", allow_pickle=False).astype(np.int64)
+        ends = np.cumsum(np.load(folder / f"{name}.lengths.npy", allow_pickle=False))
+        out.append(TokenStream(name, np.split(toks, ends[:-1]), seed=seed))
+    return out

@@ -1,4 +1,4 @@
-"""Figure of the attention-distance notebook (drawing only; the records come from repro.stages.attention)."""
+"""Figure of the attention-distance notebook (drawing only; the records come from the pipeline's stages.attention)."""
 
 from __future__ import annotations
 

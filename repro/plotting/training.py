@@ -1,4 +1,4 @@
-"""Figures of the training notebook (drawing only; data comes from repro.stages)."""
+"""Figures of the training notebook (drawing only; data comes from the pipeline's stages)."""
 
 from __future__ import annotations
 

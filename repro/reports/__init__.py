@@ -10,13 +10,13 @@ One module per paper, plus the shared pieces:
 * :mod:`~repro.reports.testbed`: what the base model can do, tidy result rows, the testbed (TB-*) verdicts;
 * :mod:`~repro.reports.selfdistill`: RoPE-perturbed self-distillation (RP-*);
 * :mod:`~repro.reports.attention`: its attention-distance figure RP-Fig2 (from records of
-  :mod:`repro.stages.attention`, not from evaluation suites);
+  ``stages.attention``, not from evaluation suites);
 * :mod:`~repro.reports.cdt`: Context Denoising Training (CD-*);
 * :mod:`~repro.reports.longrecipe`: LongRecipe (LR-*);
 * :mod:`~repro.reports.suite`: every RP and CD report of the evaluation suite (``all_reports``).
 
 Input everywhere is a *suite*: ``{checkpoint: {part: record}}`` where a part is one entry of an
-evaluation plan (:mod:`repro.stages.plans`) and a record is what ``evaluate_checkpoint`` returns
+evaluation plan (:mod:`repro.recipes.plans`) and a record is what ``evaluate_checkpoint`` returns
 with ``record=True`` (``results`` rows and ``skipped`` cells). Every builder returns a
 :class:`Report`: table rows (scores in percent, as the papers print them), the paper's numbers
 beside ours where a direct analog exists, a scale note, and an ``agrees`` verdict computed from
@@ -29,8 +29,8 @@ over the tasks the base can do. A cell too short for its task reads ``n/a (min l
 Adding a paper's tables: a module ``repro/reports/<paper>.py`` holding the paper's numbers keyed by our
 checkpoint names and one function per target id (``repro.targets``) that returns a :class:`Report`;
 it builds on :mod:`~repro.reports.common` and :mod:`~repro.reports.testbed` and the task groups of
-:mod:`repro.tasks.summary`, and never imports ``repro.stages`` (the parts it reads are planned in
-:mod:`repro.stages.plans`, which never imports the reports). Its tests go in ``tests/reports/``.
+:mod:`repro.tasks.summary`, and never imports the cached stages (the parts it reads are planned in
+:mod:`repro.recipes.plans`, which never imports the reports). Its tests go in ``tests/reports/``.
 """
 
 from repro.reports.common import Report, Scores, count_verdict, direction_agrees, pct, show  # noqa: F401

@@ -1,4 +1,4 @@
-"""RP-Fig2's tables and verdict from the attention-distance records of :mod:`repro.stages.attention`.
+"""RP-Fig2's tables and verdict from the attention-distance records of ``stages.attention``.
 
 The paper (Fig. 2, §1) shows histograms only: after self-distillation the last queries put more attention
 weights above 1e-3 at large distances. Our number for that claim is the share of above-threshold entries

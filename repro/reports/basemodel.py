@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 from repro.profiles import Profile
 from repro.reports.common import Report, label
 from repro.stats import bernoulli_sd
+from repro.tasks.summary import task_accuracy
 
 
 @dataclass(frozen=True)
@@ -40,14 +41,6 @@ BASE_GOALS: dict[str, Goal] = {
        for t in ("niah_multikey_3", "vt", "cwe", "fwe", "qa_2", "multihop_3", "multihop_4")},
 }
 """Goal per task (NIAH-position is judged on the mean over its ordinals)."""
-
-
-def task_accuracy(results: Sequence[Mapping]) -> dict[str, tuple[float, int]]:
-    """Per task spec: (mean score, number of prompts)."""
-    by: dict[str, list[float]] = {}
-    for r in results:
-        by.setdefault(r["task"], []).append(float(r["score"]))
-    return {t: (sum(v) / len(v), len(v)) for t, v in by.items()}
 
 
 def tb_base(results: Sequence[Mapping], p: Profile) -> Report:

@@ -22,7 +22,7 @@ CD_TAB2 = {"base": (None, None, 13.00, None), "rp_standard": (36.01, 13.82, 29.5
 def cd_tab2(suite, p: Profile, longppl: dict | None = None) -> Report:
     """RULER and multi-hop (BABILong-style) accuracy by length per checkpoint (``suite``: name -> ``{"suite":
     record}``, the base with its ``window`` part too), and LongPPL / PPL per checkpoint where given (``longppl``:
-    name -> :func:`repro.stages.longppl_scores` record)."""
+    name -> ``stages.longppl_scores`` record)."""
     target = p.extend.target_window
     doable = doable_ruler(suite, p)
     can = base_can_do(suite, p)

@@ -2,7 +2,7 @@
 denoising (CD-Fig4), IG vs embedding gradient (CD-Fig5), critical-token detectors (CD-Fig7), the denoising sweep
 (CD-Fig8), the EM curve (CD-Fig10), the IG score's memory (CD-Mem) and the chunked attention map (CD-Fig14).
 
-Inputs are the records of :mod:`repro.stages.cdt_analysis` (one per sample: :func:`repro.analysis.cdt_scores`).
+Inputs are the records of ``stages.cdt_analysis`` (one per sample: :func:`repro.analysis.cdt_scores`).
 Means over samples carry their standard error (SE = sd / sqrt(n)); a verdict "agrees" needs its gap beyond 2 SE.
 """
 
@@ -13,22 +13,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from repro.analysis.ig import TYPES
+from repro.analysis.ig import CRITICAL, TYPES
 from repro.profiles import Profile
 from repro.reports.common import Report, scale_note
+from repro.stats import mean_se
 
-CRITICAL = ("supporting", "interference")
 PAPER_FIG3_TOP30 = {"correct": {"supporting": 0.21, "interference": 0.07, "irrelevant": 0.72, "low_frequency": 0.0},
                     "wrong": {"supporting": 0.11, "interference": 0.17, "irrelevant": 0.72, "low_frequency": 0.0}}
 """App. B Table 5, top-30 heads: the FR score's shares per type (the paper's Fig. 3a in numbers)."""
-
-
-def mean_se(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and standard error over the finite values (NaN, NaN when none; SE 0 for one value)."""
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=np.float64)
-    if v.size == 0:
-        return float("nan"), float("nan")
-    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else 0.0
 
 
 def _fmt(m: float, se: float, digits: int = 3) -> str:

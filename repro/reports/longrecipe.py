@@ -1,9 +1,9 @@
 """LongRecipe's tables (LR-Tab1/2/3/4/6), the training-cost table (LR-Cost) and the LR-Fig2/LR-Fig3 verdicts.
 
 Input is an *LR suite*: ``{checkpoint: {part: record}}`` with the parts of
-:func:`repro.stages.plans.lr_plan` (records as :func:`repro.stages.evaluate_checkpoint` returns
+:func:`repro.recipes.plans.lr_plan` (records as ``stages.evaluate_checkpoint`` returns
 them with ``record=True``), plus ``{checkpoint: lm-loss record}`` from
-:func:`repro.stages.short_lm_loss`. Scores are percent as in the paper. An arm trained with several
+``stages.short_lm_loss``. Scores are percent as in the paper. An arm trained with several
 seeds (``flt``, ``flt@seed1``, ...; :mod:`repro.reports.seeds`) is one row, mean ± std across seeds, and
 every order verdict counts a gap only when it exceeds twice its paired standard error
 (:class:`repro.reports.noise.GapTest`, widened by the training-seed spread). The
@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from repro.profiles import Profile
+from repro.recipes.plans import TAB1_ARMS
 from repro.reports.common import Noise, Report, combine_verdicts, compare, direction_agrees, order_verdict, pct, \
     scale_note, scores_of, significance
 from repro.reports.noise import GapTest, macro, niah_m
@@ -26,8 +27,6 @@ from repro.tasks.summary import NIAH_M_TASKS, NIAH_TASKS, RULER_TASKS
 
 NIAH_M_ALL = tuple(NIAH_M_TASKS)
 """RULER's multi-key, multi-value and multi-query tasks (NIAH(M), LongRecipe App. E)."""
-TAB1_ARMS = ("flt", "rpes", "pose", "longrecipe")
-"""LongRecipe Table 1 rows (FLT, RPES, PoSE, LongRecipe)."""
 TAB3_ARMS = ("pose", "longrecipe_wo_t", "longrecipe_random_t", "longrecipe")
 """Table 3 rows: PoSE, w/o T, Random T, LongRecipe."""
 NAMES = {"flt": "FLT", "rpes": "RPES", "pose": "PoSE", "longrecipe": "LongRecipe",

@@ -1,11 +1,11 @@
 """ProLong's tables: the data sources (PL-Tab3), the long-data share (PL-Fig1/3), document masks (PL-Tab20), the RoPE
-base (PL-Tab18) and the training length (PL-Tab7), each arm from the same base (:mod:`repro.stages.prolong`).
+base (PL-Tab18) and the training length (PL-Tab7), each arm from the same base (``stages.prolong``).
 
 The downstream headline is the macro average, at the target, over the tasks of the ``long`` part the base can do
 at its own window (RULER's tasks of the suite and JSON KV; ProLong's long-context average over HELMET's
 categories); *recall* is the part of it that ProLong calls recall (JSON KV, multi-key needles); *short* is the NIAH
 tasks at the base window (the short-context stand-in); *long-doc PPL* is the perplexity on the second half of
-held-out documents at the target (:func:`repro.stages.long_doc_ppl`). Arms with training-seed replicates show mean ±
+held-out documents at the target (``stages.long_doc_ppl``). Arms with training-seed replicates show mean ±
 std; gaps are read against the paired noise of :class:`repro.reports.noise.GapTest` (widened by the seed spread).
 """
 
@@ -43,7 +43,7 @@ def long_tasks(suite: Mapping[str, Mapping[str, Any]], p: Profile) -> tuple[str,
 
 
 def _doable(suite, p: Profile) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    from repro.stages.plans import pl_plan
+    from repro.recipes.plans import pl_plan
 
     target = p.extend.target_window
     planned = tuple(pl_plan(p, RECIPE)["long"]["tasks"])
@@ -64,7 +64,7 @@ def downstream_note(suite, p: Profile) -> str:
 
 
 def recall_tasks(tasks: Sequence[str]) -> tuple[str, ...]:
-    from repro.stages.plans import PL_RECALL
+    from repro.recipes.plans import PL_RECALL
 
     return tuple(t for t in tasks if t in PL_RECALL)
 
@@ -86,7 +86,7 @@ def headlines(suite, ppl: Mapping[str, Mapping[str, Any]], p: Profile) -> dict[s
 
 
 def _niah(p: Profile) -> tuple[str, ...]:
-    from repro.stages.plans import pl_plan
+    from repro.recipes.plans import pl_plan
 
     return tuple(pl_plan(p, RECIPE)["short"]["tasks"])
 
@@ -156,7 +156,7 @@ def pl_tab20(suite, ppl, p: Profile) -> Report:
 
 def pl_tab18(suite, ppl, p: Profile) -> Report:
     """RoPE base at the target: the base model's, the dynamic-NTK value, 2x (the recipe), 4x."""
-    from repro.stages.prolong import arm_rope_theta
+    from repro.recipes.prolong import arm_rope_theta
 
     arms = {a: f"RoPE base {arm_rope_theta(p, a):.4g}" + {"pl_rope_orig": " (base model's)",
                                                           "pl_rope_ntk": " (dynamic NTK)", RECIPE: " (2x NTK)",
@@ -273,7 +273,7 @@ def pl_fig1(suite, ppl, p: Profile) -> Report:
 
 
 def pl_tab3(manifest: Mapping[str, Any], states: Mapping[str, Mapping[str, Any]], p: Profile) -> Report:
-    """Tokens in long documents per source (``manifest``: :func:`repro.stages.build_streams`'s), and the mix each arm
+    """Tokens in long documents per source (``manifest``: ``stages.build_streams``'s), and the mix each arm
     actually trained on (``states``: arm -> the final ``method_rows_<stream>`` counts of its metrics)."""
     thr = manifest["threshold"]
     rows = []

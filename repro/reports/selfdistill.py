@@ -1,5 +1,5 @@
 """RoPE-perturbed self-distillation's evaluation tables (RP-Tab1/2, RP-Fig1a, RP-Tab14, RP-Tab15, RP-Tab4/5)
-from the records of :func:`repro.stages.plans.suite_plan`, with the paper's numbers keyed by our checkpoint names.
+from the records of :func:`repro.recipes.plans.suite_plan`, with the paper's numbers keyed by our checkpoint names.
 
 An arm trained with several seeds (``flt``, ``flt@seed1``, ...; :mod:`repro.reports.seeds`) is one row: its
 averages are mean ± std across seeds, its per-task cells the mean over them. Order verdicts count a gap only

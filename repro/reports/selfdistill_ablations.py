@@ -2,7 +2,7 @@
 
 Every arm of these tables trains the main cosine schedule and stops at ``selfdistill.ablation_steps`` (the
 paper reads its ablations at step 200 of 1000); each is evaluated on RULER at the target (part ``ruler`` of
-:func:`repro.stages.plans.rp_plan`). Rows give RULER-13 and the headline (RULER over the tasks the base can do,
+:func:`repro.recipes.plans.rp_plan`). Rows give RULER-13 and the headline (RULER over the tasks the base can do,
 else all 13), the gap to "Ours" (``rp_skip_early``) with its paired standard error, and the paper's number.
 The verdict asks whether our order of the arms matches the paper's, counting a pair only beyond 2 paired SE.
 """

@@ -1,6 +1,6 @@
 """How many evaluation samples an arm needs for its headline's standard error to reach a target (2 points).
 
-A plan part (one entry of :func:`repro.stages.plans.lr_plan` or :func:`~repro.stages.plans.suite_plan`:
+A plan part (one entry of :func:`repro.recipes.plans.lr_plan` or :func:`~repro.recipes.plans.suite_plan`:
 ``evaluate_checkpoint`` keyword arguments) scores ``samples`` prompts in each of ``len(depths) x len(seeds)``
 cells per (task, length). A headline ``sum_cell w * mean`` (weights: :func:`repro.reports.noise.macro`,
 :func:`~repro.reports.noise.niah_m`) then has the standard error of :func:`repro.stats.headline_se`,
@@ -54,7 +54,7 @@ def samples_needed(part: Mapping[str, Any], weights: Mapping[Hashable, float],
     for key in ("samples", "depths", "seeds"):
         if key not in part:
             raise ValueError(f"plan part without {key!r}: {sorted(part)}; allowed: evaluate_checkpoint kwargs "
-                             "with samples, depths and seeds (repro.stages.plans)")
+                             "with samples, depths and seeds (repro.recipes.plans)")
     cells = len(part["depths"]) * len(part["seeds"])
     needed = stats.samples_for_se(weights, sd, cells, target_se / 100.0)
     return {"samples": part["samples"], "cells": cells,

@@ -1,4 +1,4 @@
-"""Every report of the evaluation suite (:func:`repro.stages.plans.suite_plan`): the RP tables (CD-Tab2, on the CDT
+"""Every report of the evaluation suite (:func:`repro.recipes.plans.suite_plan`): the RP tables (CD-Tab2, on the CDT
 comparison's own grid, is :func:`repro.reports.cdt.cd_tab2`)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ def all_reports(suite, p: Profile, rp_suite=None) -> tuple[dict[str, list], list
     """Every report of the evaluation notebook; also the RP-Fig1a curves.
 
     ``suite``: the full suite's records (base, FLT); ``rp_suite``: the self-distillation arms' records
-    (:func:`repro.stages.plans.rp_plan`), added to the RP tables."""
+    (:func:`repro.recipes.plans.rp_plan`), added to the RP tables."""
     rp = {**suite, **(rp_suite or {})}
     curves, fig1a = rp_fig1a(rp, p)
     reps = [rp_tab1_2(rp, p), fig1a, rp_tab14(rp, p), rp_tab15(rp, p)]

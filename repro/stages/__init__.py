@@ -1,39 +1,43 @@
 """Cached pipeline stages, one module per concern, sharing one caching helper.
 
 Data flows one way: corpus + tokenizer (:mod:`~repro.stages.corpus`) -> base model
-(:mod:`~repro.stages.base`) -> extension arms (:mod:`~repro.stages.extension`) ->
-LongRecipe's analysis (:mod:`~repro.stages.analysis`), replay and merging
-(:mod:`~repro.stages.replay`), CDT's arms and task model (:mod:`~repro.stages.cdt`), ProLong's data streams and
-arms (:mod:`~repro.stages.prolong`) -> evaluations
-(:mod:`~repro.stages.evaluation`, over the
-grids of :mod:`~repro.stages.plans`) and attention-distance histograms
-(:mod:`~repro.stages.attention`). Every stage is keyed by :mod:`~repro.stages.keys`
-and cached through :mod:`~repro.stages.cache`: a finished stage is reused, an unfinished
-training stage resumes from its last checkpoint, ``force=True`` recomputes.
+(:mod:`~repro.stages.base`) -> every trained arm (:mod:`~repro.stages.arms`, built by :mod:`repro.recipes`;
+:mod:`~repro.stages.extension` runs LongRecipe's analysis first for the anchor arms) -> LongRecipe's analysis
+(:mod:`~repro.stages.analysis`), replay and merging (:mod:`~repro.stages.replay`), CDT's task model
+(:mod:`~repro.stages.cdt`), ProLong's data streams (:mod:`~repro.stages.prolong`) -> evaluations
+(:mod:`~repro.stages.evaluation`, over the grids of :mod:`repro.recipes.plans`) and attention-distance histograms
+(:mod:`~repro.stages.attention`). Every stage is keyed by :mod:`~repro.stages.keys` and cached through
+:mod:`~repro.stages.cache`: a finished stage is reused, an unfinished training stage resumes from its last
+checkpoint, ``force=True`` recomputes.
 
-The public functions are importable from here (``from repro import stages;
-stages.train_base(...)``).
+The public functions are importable from here (``from repro import stages; stages.train_base(...)``); the
+recipe functions the notebooks call through ``stages`` (``extension_arms``, ``rp_steps``, ...) are
+:mod:`repro.recipes`'.
 """
 
+from repro.recipes import extension_arms
+from repro.recipes.extension import extension_method
+from repro.recipes.prolong import arm_proportions, arm_rope_theta, ntk_theta
+from repro.recipes.selfdistill import rp_schedule, rp_steps
 from repro.stages.analysis import analysis_texts, impactful_tokens, load_analysis
+from repro.stages.arms import prepare_extension_data, train_arm
 from repro.stages.attention import AttentionDistanceConfig, checkpoint_distances, model_distances
 from repro.stages.base import train_base
 from repro.stages.cache import STAGE_VERSION, as_profile, stage_dir, stage_key
-from repro.stages.cdt import task_checkpoints, train_cdt, train_task_model
+from repro.stages.cdt import train_task_model
 from repro.stages.cdt_analysis import cd_attention_maps, cd_curve, cd_memory, cd_scores
 from repro.stages.checkpoints import available_checkpoints, checkpoint_path, checkpoint_rope_theta
 from repro.stages.corpus import Corpus, build_corpus, get_corpus, get_tokenizer
+from repro.stages.curves import curve_checkpoints, task_checkpoints
 from repro.stages.evaluation import (evaluate_base_window, evaluate_checkpoint, general_abilities, run_lr_suite,
                                      long_doc_ppl, longppl_scores, run_cd_suite, run_pl_suite, run_rp_curve,
                                      run_rp_suite, run_suite,
                                      short_lm_loss, short_lm_windows)
-from repro.stages.extension import (extension_arms, extension_method, extension_tokens, metrics,
-                                    prepare_extension_data, train_extension)
+from repro.stages.extension import extension_tokens, metrics, train_extension
 from repro.stages.keys import analysis_key, base_key, corpus_key, extension_key, merge_key, replay_key
-from repro.stages.prolong import arm_proportions, arm_rope_theta, build_streams, ntk_theta, train_prolong
+from repro.stages.prolong import build_streams
 from repro.stages.replay import merge_replayed, replay_method, replay_steps, train_replay
 from repro.stages.schedule import evaluate_arms, replay_and_merge, train_arms
-from repro.stages.selfdistill import curve_checkpoints, rp_schedule, rp_steps, train_selfdistill
 
 __all__ = [
     "Corpus", "STAGE_VERSION", "analysis_key", "analysis_texts", "as_profile", "available_checkpoints", "base_key",
@@ -42,13 +46,12 @@ __all__ = [
     "extension_tokens", "general_abilities", "get_corpus", "get_tokenizer", "impactful_tokens", "load_analysis",
     "merge_key", "merge_replayed", "metrics", "prepare_extension_data", "replay_and_merge", "replay_key",
     "replay_method", "replay_steps", "run_lr_suite", "run_rp_curve", "run_rp_suite", "run_suite", "short_lm_loss",
-    "short_lm_windows", "stage_dir",
-    "stage_key", "train_arms", "train_base", "train_extension", "train_replay", "curve_checkpoints", "rp_schedule",
-    "rp_steps", "train_selfdistill",
+    "short_lm_windows", "stage_dir", "stage_key", "train_arm", "train_arms", "train_base", "train_extension",
+    "train_replay", "curve_checkpoints", "rp_schedule", "rp_steps",
     "AttentionDistanceConfig", "checkpoint_distances", "model_distances",  # repro.stages.attention (RP-Fig2)
-    "task_checkpoints", "train_cdt", "train_task_model",  # repro.stages.cdt (CDT's arms and task model)
+    "task_checkpoints", "train_task_model",  # repro.stages.cdt (CDT's task model)
     "cd_attention_maps", "cd_curve", "cd_memory", "cd_scores",  # repro.stages.cdt_analysis (the IG-scores notebook)
     "longppl_scores", "run_cd_suite",  # repro.stages.evaluation (CD-Tab2)
     "long_doc_ppl", "run_pl_suite",  # repro.stages.evaluation (ProLong's ablations)
-    "arm_proportions", "arm_rope_theta", "build_streams", "ntk_theta", "train_prolong",  # repro.stages.prolong
+    "arm_proportions", "arm_rope_theta", "build_streams", "ntk_theta",  # ProLong (repro.recipes.prolong)
 ]

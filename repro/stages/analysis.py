@@ -13,7 +13,7 @@ from repro.profiles import Profile
 from repro.stages.base import train_base
 from repro.stages.cache import as_profile, compute_once, stage_dir
 from repro.stages.corpus import build_corpus, get_tokenizer
-from repro.stages.extension import train_extension
+from repro.stages.arms import train_arm
 from repro.stages.keys import analysis_key
 
 
@@ -51,7 +51,7 @@ def impactful_tokens(profile: Profile | str, run_dir: str | Path = "runs", force
         if done is None:
             t0 = time.perf_counter()
             base = load_model(train_base(p, run_dir, progress=progress)).eval()
-            ext = load_model(train_extension(p, "flt", run_dir, progress=progress)).eval()
+            ext = load_model(train_arm(p, "flt", run_dir, progress=progress)).eval()
             tok = get_tokenizer(p, run_dir)
             res = ta.analyse(base, ext, tok, analysis_texts(p, run_dir), p.extend.target_window,
                              fraction=lr.top_fraction, tagger=ta.load_tagger(), progress=progress,

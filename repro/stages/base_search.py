@@ -91,7 +91,7 @@ def score_base(p: Profile, run_dir: str | Path = "runs", seed: int = SEARCH_EVAL
                progress: bool = True) -> dict:
     """Per-task accuracy, binomial standard error and n of profile ``p``'s base at its window, on ``TB-Base``'s
     grid drawn with evaluation seed ``seed`` (a cached evaluation record, like every evaluation)."""
-    from repro.reports.basemodel import task_accuracy
+    from repro.tasks.summary import task_accuracy
     from repro.stages.evaluation import evaluate_checkpoint
     from repro.stats import bernoulli_sd
 

@@ -1,12 +1,10 @@
 """CDT's analysis stages (the IG-scores notebook), cached as JSON under ``<run_dir>/<profile>/eval/``.
 
 - :func:`cd_scores`: the task model (the base fine-tuned on the multi-hop task with CE,
-  :func:`repro.stages.cdt.train_task_model`) on ``cdt.analysis_samples`` fresh labelled prompts at the base window:
-  right or wrong, the per-sample scores of :func:`repro.analysis.cdt_scores.score_sample` (CD-Fig3/5/7), manual
-  denoising (CD-Fig4) and the denoising sweep (CD-Fig8).
+  :func:`repro.stages.cdt.train_task_model`): :func:`repro.analysis.cdt_record.cd_record`, cached.
 - :func:`cd_curve`: every checkpoint of the CE and CDT task fine-tunes: accuracy and the IG / attention shares of
   critical tokens (CD-Fig10).
-- :func:`cd_memory`: the CD-Mem sweep (:mod:`repro.bench.ig_memory`).
+- :func:`cd_memory`: the CD-Mem sweep (:mod:`repro.analysis.ig_memory`).
 """
 
 from __future__ import annotations
@@ -17,67 +15,19 @@ from repro.profiles import Profile
 from repro.stages.cache import as_profile, cached_json, checkpoint_id, eval_path, stage_key
 
 
-def _samples(p: Profile, tok):
-    from repro.analysis.typed_samples import typed_samples
-
-    cd = p.cdt
-    return typed_samples(tok, p.base.window, cd.analysis_samples, hops=int(cd.task.split("_")[1]),
-                         key_pool=cd.analysis_pool, context_weight=p.extend.context_weight)
-
-
-def _lsd(model, samples, p: Profile):
-    """LongPPL's per-token short-vs-long log-probability gap (LSD) of each sample, the model as its own evaluator
-    with a short context of a quarter of the base window (:func:`repro.analysis.longppl.lsd_scores`), aligned with
-    the tokens; tokens it does not score get -inf (never in a top-k)."""
-    import numpy as np
-    import torch
-
-    from repro.analysis.longppl import LongPPLConfig, lsd_scores
-
-    cfg = LongPPLConfig.scaled(max(p.base.window // 4, 2))
-    out = []
-    for s in samples:
-        gap = lsd_scores(model, torch.as_tensor(s.input_ids)[None], cfg).lsd[0]
-        out.append(np.nan_to_num(gap.double().numpy(), nan=-np.inf))
-    return out
-
-
 def cd_scores(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,
               progress: bool = True, path: str | Path | None = None) -> dict:
     """The task model's analysis record: ``correct`` per sample, ``types`` per sample, ``scores`` (per sample),
     ``manual`` (CD-Fig4 per sample), ``sweep`` (CD-Fig8 rows), ``step`` (the manual denoising's step size).
     ``path``: analyse this HF model folder (with its tokenizer) instead of the task model."""
-    from tqdm.auto import tqdm
-
-    from repro.analysis.cdt_scores import denoising_sweep, manual_denoising, score_sample
-    from repro.analysis.typed_samples import answers_correct
-    from repro.data.tokenizer import load_tokenizer
-    from repro.models import load_model
+    from repro.analysis.cdt_record import cd_record, manual_step
     from repro.stages.cdt import train_task_model
 
     p = as_profile(profile)
     final = Path(path) if path else train_task_model(p, "ce", run_dir, progress=progress)
-    cd = p.cdt
-    step = p.extend.lr * cd.beta
-    key = stage_key("cdscores", {"ckpt": checkpoint_id(final, run_dir), "cdt": cd, "window": p.base.window,
-                                 "context_weight": p.extend.context_weight, "step": step})
-
-    def compute() -> dict:
-        model = load_model(final).eval()
-        tok = load_tokenizer(final)
-        samples = _samples(p, tok)
-        hops = int(cd.task.split("_")[1])
-        correct = answers_correct(model, tok, samples, hops, cd.analysis_pool)
-        lsd = _lsd(model, samples, p)
-        scores, manual = [], []
-        for s, gap in tqdm(list(zip(samples, lsd)), desc="IG/FR scores", disable=not progress):
-            scores.append(score_sample(model, s, cd.top_k, cd.top_heads, lsd=gap))
-            manual.append(manual_denoising(model, s, step))
-        sweep = denoising_sweep(model, samples, cd.lr_sweep, cd.task_lr, cd.threshold)
-        return {"checkpoint": str(final), "correct": correct, "types": [list(s.types) for s in samples],
-                "seeds": [s.seed for s in samples], "scores": scores, "manual": manual, "sweep": sweep, "step": step}
-
-    return cached_json(eval_path(run_dir, p, f"cdscores-{key}"), force, compute)
+    key = stage_key("cdscores", {"ckpt": checkpoint_id(final, run_dir), "cdt": p.cdt, "window": p.base.window,
+                                 "context_weight": p.extend.context_weight, "step": manual_step(p)})
+    return cached_json(eval_path(run_dir, p, f"cdscores-{key}"), force, lambda: cd_record(final, p, progress))
 
 
 def cd_curve(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,
@@ -88,11 +38,13 @@ def cd_curve(profile: Profile | str, run_dir: str | Path = "runs", force: bool =
 
     from tqdm.auto import tqdm
 
+    from repro.analysis.cdt_record import analysis_samples
     from repro.analysis.cdt_scores import score_sample
     from repro.analysis.typed_samples import answers_correct
     from repro.data.tokenizer import load_tokenizer
     from repro.models import load_model
-    from repro.reports.cdt_analysis import CRITICAL, mean_se
+    from repro.analysis.ig import CRITICAL
+    from repro.stats import mean_se
     from repro.stages.cdt import task_checkpoints, train_task_model
 
     p = as_profile(profile)
@@ -108,7 +60,7 @@ def cd_curve(profile: Profile | str, run_dir: str | Path = "runs", force: bool =
             def compute(path=path) -> dict:
                 model = load_model(path).eval()
                 tok = load_tokenizer(final)
-                samples = _samples(p, tok)
+                samples = analysis_samples(p, tok)
                 correct = answers_correct(model, tok, samples, int(cd.task.split("_")[1]), cd.analysis_pool)
                 recs = [score_sample(model, s, cd.top_k, cd.top_heads)
                         for s in tqdm(samples, desc=f"{obj} step {step}", disable=not progress)]
@@ -125,7 +77,7 @@ def cd_memory(profile: Profile | str, run_dir: str | Path = "runs", force: bool 
               progress: bool = True) -> list[dict]:
     """CD-Mem: the IG score's peak memory and time, naive vs memory-linear, on the profile's model architecture at
     ``cdt.mem_lengths`` (each (method, length) in a fresh process capped at ``cdt.mem_cap_gib``)."""
-    from repro.bench.ig_memory import IGMemoryConfig, sweep
+    from repro.analysis.ig_memory import IGMemoryConfig, sweep
     from repro.stages.base import train_base
 
     p = as_profile(profile)

@@ -5,14 +5,16 @@ threads (small matrices leave a second thread mostly idle; measured in ``TB-Thro
 pins its thread count (``base.threads``, ``extend.threads``) gives the same bits in a worker as in the
 calling process, so a serial and a concurrent run train the same weights.
 
-Jobs name a public function of :mod:`repro.stages` (``"train_extension"``, ``"run_lr_suite"``...), so
-that a fresh (``spawn``) process can import it: no fork of a process whose OpenMP pool is running.
+Jobs name a public function of a stage module by ``"<module>:<function>"`` (:meth:`Job.of` writes it:
+``Job.of(train_extension, p, "flt")``), so that a fresh (``spawn``) process can import it: no fork of a process
+whose OpenMP pool is running.
 Every stage writes its outputs atomically, so a job that fails leaves nothing half-written; the first
 failure cancels the jobs not yet started and is raised with the job named.
 """
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing as mp
 import time
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
@@ -22,27 +24,40 @@ from typing import Any, Sequence
 
 @dataclass(frozen=True)
 class Job:
-    """One stage call: ``repro.stages.<fn>(*args, **kwargs)``."""
+    """One stage call: ``<module>.<function>(*args, **kwargs)``."""
 
     fn: str
-    """Name of a public function of :mod:`repro.stages`."""
+    """``"<module>:<function>"``: a public function of a module of :mod:`repro.stages`."""
     args: tuple = ()
     """Positional arguments (picklable: profile names or :class:`repro.profiles.Profile`, paths, names)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments (``progress``, where the function takes it, is the caller's in-process and False in
     worker processes)."""
 
+    @classmethod
+    def of(cls, fn, *args: Any, **kwargs: Any) -> "Job":
+        """The job calling stage function ``fn`` with ``args`` and ``kwargs``."""
+        return cls(f"{fn.__module__}:{fn.__name__}", args, kwargs)
+
+    @property
+    def name(self) -> str:
+        """The function's name (``train_extension``)."""
+        return self.fn.rpartition(":")[2]
+
     @property
     def label(self) -> str:
-        return f"{self.fn}({', '.join(str(a) for a in self.args[1:])})"
+        return f"{self.name}({', '.join(str(a) for a in self.args[1:])})"
 
 
-def _function(name: str):
-    from repro import stages
-
-    if name not in stages.__all__:
-        raise ValueError(f"job function {name!r}; allowed: {', '.join(stages.__all__)}")
-    return getattr(stages, name)
+def _function(spec: str):
+    module, colon, name = spec.partition(":")
+    allowed = "'repro.stages.<module>:<function>' naming a public stage function"
+    if not colon or not module.startswith("repro.stages.") or not name or name.startswith("_"):
+        raise ValueError(f"job function {spec!r}; allowed: {allowed}")
+    fn = getattr(importlib.import_module(module), name, None)
+    if not callable(fn):
+        raise ValueError(f"job function {spec!r}; allowed: {allowed}")
+    return fn
 
 
 def _call(job: Job, progress: bool):

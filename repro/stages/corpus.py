@@ -4,40 +4,18 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from repro.data.corpus import Document, iter_source, manifest
-from repro.data.synthetic import CorpusRows
+from repro.data.corpus import Corpus, Document, iter_source, manifest
 from repro.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from repro.io import atomic_dir, atomic_write_json, atomic_write_text, read_json, read_jsonl
 from repro.manifest import environment
 from repro.profiles import Profile
 from repro.stages.cache import as_profile, compute_once, stage_dir
 from repro.stages.keys import corpus_key
-
-
-@dataclass
-class Corpus:
-    """The built corpus: documents, their token arrays and the manifest."""
-
-    path: Path
-    documents: list[Document]
-    tokens: np.ndarray
-    offsets: np.ndarray
-    sources: list[str]
-    manifest: dict
-
-    def rows(self, sources: tuple[str, ...] | None = None, weight: float = 1.0) -> CorpusRows:
-        """Language-modelling rows over documents of ``sources`` (default: every non-synthetic source)."""
-        keep = [i for i, s in enumerate(self.sources) if (s in sources if sources else s != "synthetic")]
-        parts = [self.tokens[self.offsets[i]:self.offsets[i + 1]] for i in keep]
-        toks = np.concatenate(parts) if parts else np.zeros(0, dtype=self.tokens.dtype)
-        offs = np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
-        return CorpusRows(toks, offs, weight)
 
 
 def _read_documents(p: Profile) -> list[Document]:

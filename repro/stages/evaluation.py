@@ -3,7 +3,7 @@
 Each result is one JSON record under ``<run_dir>/<profile>/eval/``, keyed by
 the checkpoint (its path inside the run folder:
 :func:`repro.stages.cache.checkpoint_id`), the grid and any RoPE override (:func:`repro.stages.cache.cached_json`).
-The plans (which grids each paper's tables need) are in :mod:`repro.stages.plans`.
+The plans (which grids each paper's tables need) are in :mod:`repro.recipes.plans`.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def evaluate_base_window(profile: Profile | str, run_dir: str | Path = "runs", f
                          progress: bool = True) -> dict:
     """``TB-Base``'s grid: the base model at its own window on ``eval.base_tasks`` x ``eval.base_depths`` x
     ``eval.base_samples`` fresh prompts (evaluation seed 0); the cached record (see :func:`evaluate_checkpoint`)."""
-    from repro.stages.plans import base_window_grid
+    from repro.recipes.plans import base_window_grid
 
     p = as_profile(profile)
     return evaluate_checkpoint(p, "base", run_dir=run_dir, force=force, progress=progress, record=True,
@@ -71,8 +71,8 @@ def evaluate_base_window(profile: Profile | str, run_dir: str | Path = "runs", f
 
 def run_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
               progress: bool = True) -> dict[str, dict]:
-    """Evaluate a checkpoint on every part of :func:`repro.stages.plans.suite_plan`; part -> cached record."""
-    from repro.stages.plans import suite_plan
+    """Evaluate a checkpoint on every part of :func:`repro.recipes.plans.suite_plan`; part -> cached record."""
+    from repro.recipes.plans import suite_plan
 
     p = as_profile(profile)
     return _run_plan(p, name, suite_plan(p, name, rope_theta=checkpoint_rope_theta(p, name, run_dir)), run_dir,
@@ -142,14 +142,13 @@ def short_lm_loss(profile: Profile | str, name: str, run_dir: str | Path = "runs
 
 def run_lr_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
                  progress: bool = True) -> dict[str, dict]:
-    """Evaluate a checkpoint on the LongRecipe grid (:func:`repro.stages.plans.lr_plan`).
+    """Evaluate a checkpoint on the LongRecipe grid (:func:`repro.recipes.plans.lr_plan`).
 
     LR-Tab1's arms also get the YaRN column; replayed and merged checkpoints (LR-Tab2) only the
     short-window part. Returns part -> cached record.
     """
     from repro.methods import parse_arm
-    from repro.reports.longrecipe import TAB1_ARMS
-    from repro.stages.plans import lr_plan
+    from repro.recipes.plans import TAB1_ARMS, lr_plan
 
     p = as_profile(profile)
     plan = lr_plan(p, name, checkpoint_rope_theta(p, name, run_dir), yarn=name in TAB1_ARMS)
@@ -160,10 +159,10 @@ def run_lr_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs"
 
 def run_rp_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
                  progress: bool = True) -> dict[str, dict]:
-    """Evaluate a self-distillation checkpoint on :func:`repro.stages.plans.rp_plan` (the early grid for the
+    """Evaluate a self-distillation checkpoint on :func:`repro.recipes.plans.rp_plan` (the early grid for the
     ablation arms); part -> cached record."""
     from repro.methods.arms import rp_arm
-    from repro.stages.plans import rp_plan
+    from repro.recipes.plans import rp_plan
 
     p = as_profile(profile)
     arm = rp_arm(name)
@@ -175,9 +174,9 @@ def run_rp_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs"
 
 def run_cd_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
                  progress: bool = True) -> dict[str, dict]:
-    """Evaluate a CD-Tab2 checkpoint on :func:`repro.stages.plans.cd_plan`; part -> cached record, plus ``all``:
+    """Evaluate a CD-Tab2 checkpoint on :func:`repro.recipes.plans.cd_plan`; part -> cached record, plus ``all``:
     the parts' rows in one record (what :func:`repro.reports.cdt.cd_tab2` reads)."""
-    from repro.stages.plans import cd_plan
+    from repro.recipes.plans import cd_plan
 
     p = as_profile(profile)
     out = _run_plan(p, name, cd_plan(p, name, checkpoint_rope_theta(p, name, run_dir)), run_dir, force, progress)
@@ -189,8 +188,8 @@ def run_cd_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs"
 
 def run_pl_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
                  progress: bool = True) -> dict[str, dict]:
-    """Evaluate a checkpoint on :func:`repro.stages.plans.pl_plan` (ProLong's ablations); part -> cached record."""
-    from repro.stages.plans import pl_plan
+    """Evaluate a checkpoint on :func:`repro.recipes.plans.pl_plan` (ProLong's ablations); part -> cached record."""
+    from repro.recipes.plans import pl_plan
 
     p = as_profile(profile)
     return _run_plan(p, name, pl_plan(p, name), run_dir, force, progress)
@@ -285,8 +284,8 @@ def run_rp_curve(profile: Profile | str, name: str, run_dir: str | Path = "runs"
     """RP-Fig4: every checkpoint kept along a curve arm's training (``rp_skip``, ``rp_standard_matched``) on the
     early grid (RULER at the target); step -> cached record (the final weights are the last step)."""
     from repro.methods.arms import rp_arm
-    from repro.stages.plans import rp_plan
-    from repro.stages.selfdistill import curve_checkpoints
+    from repro.recipes.plans import rp_plan
+    from repro.stages.curves import curve_checkpoints
 
     p = as_profile(profile)
     arm = rp_arm(name)

@@ -11,7 +11,11 @@ from __future__ import annotations
 import dataclasses
 
 from repro.profiles import Profile
+from repro.recipes.variants import replicate_profile
 from repro.stages.cache import stage_key
+
+__all__ = ["analysis_key", "base_key", "corpus_key", "extend_fields", "extension_key", "merge_key", "replay_key",
+           "replicate_profile", "streams_key"]
 
 
 def corpus_key(p: Profile) -> str:
@@ -27,19 +31,17 @@ def _spec_key(p: Profile, method: str) -> dict:
     """What of an arm's spec changes its result (defaults of later fields are left out so that
     earlier caches stay valid)."""
     from repro.methods import ExtensionSpec, extension_spec
-    from repro.methods.arms import rp_arm
-
-    from repro.methods.arms import cd_arm, pl_arm
+    from repro.methods.arms import cd_arm, pl_arm, rp_arm
 
     if pl_arm(method) is not None:  # ProLong's own rows, RoPE base and length
-        from repro.stages.prolong import spec_fields
+        from repro.recipes.prolong import key_fields
 
-        return {"pl": spec_fields(p, method)}
+        return {"pl": {**key_fields(p, method), "data": streams_key(p)}}
     if cd_arm(method) is not None:  # trained as rp_standard with the CDT objective
-        from repro.stages.cdt import stage_fields
+        from repro.recipes.cdt import key_fields
 
         sd = dataclasses.asdict(p.selfdistill)
-        return {"cd": stage_fields(p), "selfdistill": {k: sd[k] for k in ("rope_theta", "bf16")}}
+        return {"cd": key_fields(p), "selfdistill": {k: sd[k] for k in ("rope_theta", "bf16")}}
     if (arm := rp_arm(method)) is not None:
         sd = dataclasses.asdict(p.selfdistill)
         used = ("rope_theta", "bf16", "ablation_steps", "matched_steps_ratio", "longce_window", "longce_stride")
@@ -72,17 +74,13 @@ def extension_key(p: Profile, method: str) -> str:
                                 "spec": _spec_key(p, method)})
 
 
-def replicate_profile(p: Profile, name: str) -> tuple[Profile, str]:
-    """``(profile, arm)`` that train replicate ``name``: ``flt@seed2`` -> ``p`` with ``extend.seed`` moved by
-    ``2 * REPLICATE_SEED_STRIDE``, ``"flt"``; a plain name -> ``(p, name)``. Replay/merge suffixes stay in
-    ``arm`` (``pose+replay@seed1`` -> ``pose+replay``)."""
-    from repro.methods.arms import split_seed
-    from repro.profiles import REPLICATE_SEED_STRIDE
+def streams_key(p: Profile) -> str:
+    """Key of ProLong's data streams: the corpus (its tokenizer), the sources, which are long, the threshold."""
+    from repro.recipes.prolong import long_threshold
 
-    stem, k = split_seed(name)
-    if not k:
-        return p, name
-    return p.override(extend={"seed": p.extend.seed + REPLICATE_SEED_STRIDE * k}), stem
+    pl = p.prolong
+    return stage_key("pldata", {"corpus": corpus_key(p), "sources": pl.sources, "long": pl.long_streams,
+                                "threshold": long_threshold(p)})
 
 
 def analysis_key(p: Profile) -> str:

@@ -31,7 +31,7 @@ def _cost(p: Profile, name: str) -> float:
     if cd_arm(name) is not None:  # a CE step plus a forward and an activation-only backward
         return p.extend.target_window * 1.7
     if (arm := rp_arm(name)) is not None:
-        from repro.stages.selfdistill import rp_steps
+        from repro.recipes.selfdistill import rp_steps
 
         s = arm.spec
         passes = 1.0 if s.consistency == "none" or s.lam == 0 else 1.5 if s.view == "skip" and s.shared_prefix else 2.0
@@ -51,6 +51,7 @@ def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path
     from repro.methods.arms import extension_family, split_seed
     from repro.stages.analysis import impactful_tokens
     from repro.stages.base import train_base
+    from repro.stages.extension import train_extension
 
     p = as_profile(profile)
     w = workers or p.extend.workers
@@ -63,7 +64,7 @@ def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path
         if needs[group[0]]:
             impactful_tokens(p, run_dir, progress=progress)
         group = sorted(group, key=lambda n: -_cost(p, n))  # longest first: the pool stays busy to the end
-        res = run_jobs([Job("train_extension", (p, n), {"run_dir": run_dir, "force": force}) for n in group],
+        res = run_jobs([Job.of(train_extension, p, n, run_dir=run_dir, force=force) for n in group],
                        w, _threads(w), progress, desc="extension arms")
         out.update({n: r for n, (r, _) in zip(group, res)})
     return {n: out[n] for n in names}
@@ -72,11 +73,11 @@ def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path
 def replay_and_merge(profile: Profile | str, names: Sequence[str], run_dir: str | Path = "runs",
                      force: bool = False, progress: bool = True, workers: int | None = None) -> dict[str, Path]:
     """LongRecipe §4.3 for each arm in ``names``: replay (side by side), then merge; arm -> replay ``final``."""
-    from repro.stages.replay import merge_replayed
+    from repro.stages.replay import merge_replayed, train_replay
 
     p = as_profile(profile)
     w = workers or p.extend.workers
-    res = run_jobs([Job("train_replay", (p, n), {"run_dir": run_dir, "force": force}) for n in names],
+    res = run_jobs([Job.of(train_replay, p, n, run_dir=run_dir, force=force) for n in names],
                    w, _threads(w), progress, desc="replays")
     for n in names:
         merge_replayed(p, n, run_dir, force=force, progress=progress)
@@ -87,11 +88,15 @@ def evaluate_arms(profile: Profile | str, names: Sequence[str], fns: Sequence[st
                   force: bool = False, progress: bool = True, workers: int | None = None) -> dict[str, dict]:
     """Each evaluation stage in ``fns`` (``run_lr_suite``, ``short_lm_loss``, ``run_suite``) on each checkpoint,
     side by side; ``{fn: {name: (record, seconds)}}``."""
+    from repro.stages import evaluation
+
     p = as_profile(profile)
     w = workers or p.extend.workers
-    jobs = [Job(fn, (p, n), {"run_dir": run_dir, "force": force}) for n in names for fn in fns]
+    if bad := [fn for fn in fns if fn.startswith("_") or not callable(getattr(evaluation, fn, None))]:
+        raise ValueError(f"evaluation stage {bad[0]!r}; allowed: a public function of repro.stages.evaluation")
+    jobs = [Job.of(getattr(evaluation, fn), p, n, run_dir=run_dir, force=force) for n in names for fn in fns]
     res = run_jobs(jobs, w, _threads(w), progress, desc="evaluations")
     out: dict[str, dict] = {fn: {} for fn in fns}
     for j, r in zip(jobs, res):
-        out[j.fn][j.args[1]] = r
+        out[j.name][j.args[1]] = r
     return out

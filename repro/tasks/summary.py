@@ -94,7 +94,7 @@ def mean_std(results: Iterable[dict], aggregate: Callable[[list[dict]], float] =
     return m, sd, len(vals)
 
 
-# -- task groups of the evaluation suite (shared by repro.stages.plans and repro.reports) --------
+# -- task groups of the evaluation suite (shared by repro.recipes.plans and repro.reports) --------
 NIAH_M_TASKS = MULTIKEY + ("niah_multivalue", "niah_multiquery")
 NIAH_TASKS = tuple(t for t in RULER_TASKS if t.startswith("niah_"))
 MULTIHOP = ("multihop_2", "multihop_3", "multihop_4")
@@ -107,3 +107,11 @@ DECILE_DEPTHS = tuple(round(0.05 + 0.1 * i, 2) for i in range(10))
 def ruler_in_suite(p: Profile) -> tuple[str, ...]:
     """The RULER tasks of the profile's evaluation suite (``eval.suite_tasks``), in suite order."""
     return tuple(t for t in p.eval.suite_tasks if t in RULER_TASKS)
+
+
+def task_accuracy(results: Sequence[dict]) -> dict[str, tuple[float, int]]:
+    """Per task spec: (mean score, number of prompts)."""
+    by: dict[str, list[float]] = {}
+    for r in results:
+        by.setdefault(r["task"], []).append(float(r["score"]))
+    return {t: (sum(v) / len(v), len(v)) for t, v in by.items()}

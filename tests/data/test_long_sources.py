@@ -3,7 +3,7 @@ import pytest
 
 from repro.data.corpus import Document
 from repro.data.long_sources import code_blocks, long_tokens, source_documents, split_by_length
-from repro.stages.corpus import Corpus
+from repro.data.corpus import Corpus
 
 CODE = ("# file: pkg/__init__.py\nimport os\n\ndef f(x):\n    return x\n\n\nclass A:\n    pass\n"
         "# file: pkg/util.py\n@decorator\ndef g():\n    '''doc'''\n    return 1\n")

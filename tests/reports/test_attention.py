@@ -9,8 +9,8 @@ from repro.reports.attention import PAPER_ROW, rp_fig2
 
 
 def _record(far_shares: list[float], layers: int = 3, length: int = 100) -> dict:
-    """A record as :func:`repro.stages.attention.distance_record` writes it; every layer has the given per-text far
-    shares, and 10 entries per text (so the pooled share is their mean)."""
+    """A record as :func:`repro.analysis.distance_records.distance_record` writes it; every layer has the given
+    per-text far shares, and 10 entries per text (so the pooled share is their mean)."""
     n = len(far_shares)
     out = []
     for k in range(layers):

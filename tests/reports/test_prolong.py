@@ -5,7 +5,7 @@ import pytest
 
 from repro.profiles import get_profile
 from repro.reports import prolong as plr
-from repro.stages.plans import pl_plan
+from repro.recipes.plans import pl_plan
 from tests.reports.records import record, rows
 
 P = get_profile("tiny")

@@ -4,7 +4,7 @@ import pytest
 
 from repro.profiles import get_profile
 from repro.reports import noise, sizing
-from repro.stages.plans import lr_plan, suite_plan
+from repro.recipes.plans import lr_plan, suite_plan
 from repro.tasks.summary import NIAH_TASKS, RULER_TASKS
 from tests.reports.records import record, rows
 

@@ -4,7 +4,7 @@ import pytest
 
 from repro.profiles import get_profile
 from repro.reports import testbed
-from repro.stages.plans import base_window_grid, suite_plan
+from repro.recipes.plans import base_window_grid, suite_plan
 from repro.tasks.summary import NIAH_TASKS
 from tests.reports.records import make_suite, record, rows
 

@@ -12,7 +12,7 @@ from repro.models import load_model
 from repro.profiles import get_profile
 from repro.stages.cdt import task_checkpoints, train_task_model
 from repro.stages.extension import train_extension
-from repro.stages.selfdistill import curve_checkpoints
+from repro.stages.curves import curve_checkpoints
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from safetensors.torch import load_file
 
 from repro.profiles import get_profile
 from repro.stages.concurrent import Job, run_jobs
+from repro.stages.extension import train_extension
 from repro.stages.schedule import train_arms
 
 
@@ -26,9 +27,11 @@ def test_a_concurrent_run_trains_the_weights_of_a_serial_run(tmp_path):
 
 
 def test_a_failing_job_is_named(tmp_path):
-    jobs = [Job("train_extension", ("smoke", "no_such_arm"), {"run_dir": str(tmp_path)})] * 2
+    jobs = [Job.of(train_extension, "smoke", "no_such_arm", run_dir=str(tmp_path))] * 2
     with pytest.raises(RuntimeError,
                        match=r"stage job train_extension\(no_such_arm\) failed: .*unknown extension method"):
         run_jobs(jobs, workers=2, progress=False)
     with pytest.raises(ValueError, match="job function 'rm_rf'; allowed:"):
         run_jobs([Job("rm_rf")], workers=2)
+    with pytest.raises(ValueError, match="job function 'os:remove'; allowed:"):
+        run_jobs([Job("os:remove", ("x",))], workers=2)

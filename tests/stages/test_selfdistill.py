@@ -10,7 +10,8 @@ from repro.methods.arms import RP_ARMS
 from repro.models import load_model
 from repro.profiles import get_profile
 from repro.stages.extension import train_extension
-from repro.stages.selfdistill import curve_checkpoints, rp_schedule, rp_steps
+from repro.recipes.selfdistill import rp_schedule, rp_steps
+from repro.stages.curves import curve_checkpoints
 
 
 @pytest.fixture(scope="module")

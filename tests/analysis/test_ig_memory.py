@@ -2,7 +2,7 @@
 
 import pytest
 
-from repro.bench.ig_memory import IGMemoryConfig, lengths, main, markdown, run_one, sweep
+from repro.analysis.ig_memory import IGMemoryConfig, lengths, main, markdown, run_one, sweep
 
 TINY = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1,
             answer_tokens=4)

@@ -2,8 +2,7 @@
 
 A plan maps a part name to the keyword arguments of :func:`repro.stages.evaluate_checkpoint`;
 the reports (:mod:`repro.reports`) read the records back by part name. Standalone: imports only the
-profile and the task groups of :mod:`repro.tasks.summary` (never ``repro.reports``, nor the rest of
-``repro.stages``).
+profile and the task groups of :mod:`repro.tasks.summary`.
 """
 
 from __future__ import annotations
@@ -11,8 +10,11 @@ from __future__ import annotations
 from repro.profiles import Profile
 from repro.tasks.summary import DECILE_DEPTHS, NIAH_TASKS, RULER_TASKS, ruler_in_suite
 
-__all__ = ["base_window_grid", "cd_plan", "pl_plan", "lr_plan", "plan_cost", "rp_plan", "ruler_in_suite", "suite_plan",
-           "yarn_rope"]
+__all__ = ["TAB1_ARMS", "base_window_grid", "cd_plan", "pl_plan", "lr_plan", "plan_cost", "rp_plan", "ruler_in_suite",
+           "suite_plan", "yarn_rope"]
+
+TAB1_ARMS: tuple[str, ...] = ("flt", "rpes", "pose", "longrecipe")
+"""LongRecipe Table 1's extension arms (evaluated with YaRN beyond the target too, RP-Tab4/5)."""
 
 RP_SEED_ARMS: tuple[str, ...] = ("rp_standard", "rp_cyclic", "rp_skip")
 """Self-distillation arms whose RULER is re-drawn with every evaluation seed (Table 15's rows)."""

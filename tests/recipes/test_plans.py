@@ -1,7 +1,7 @@
 """The evaluation plans: parts, lengths, seeds, YaRN overrides and their cost."""
 
 from repro.profiles import get_profile
-from repro.stages import plans
+from repro.recipes import plans
 from repro.tasks.summary import NIAH_TASKS, RULER_TASKS
 
 P = get_profile("tiny")  # base window 256, target 1024, lengths 256/512/1024/2048, threshold 0.3

@@ -1,0 +1,242 @@
+"""The package's import graph against docs/architecture.md: no cycle, no import against the layer order, no
+module over 500 lines, and the command line, reports and plots never reach into the cached stages.
+
+The graph is read from the source (every ``import`` and ``from ... import``, at the top of a file or inside a
+function), so it needs nothing imported and sees imports that only run on some paths.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "repro"
+DOC = REPO / "docs" / "architecture.md"
+MAX_LINES = 500
+
+
+def module_files(package: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` under ``package`` (a package is its ``__init__``)."""
+    out = {}
+    for f in sorted(package.rglob("*.py")):
+        parts = list(f.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = f
+    return out
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The longest prefix of ``name`` that is a module of the package (None outside it)."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(module: str, source: str, modules: dict[str, Path], is_package: bool) -> set[str]:
+    """The package modules ``module`` imports: ``import a.b`` -> ``a.b``; ``from a import b`` -> ``a.b`` when that
+    is a module, else ``a``; relative imports resolved against ``module``."""
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[:len(base) - node.level + 1]
+                origin = ".".join(base + ([node.module] if node.module else []))
+            else:
+                origin = node.module or ""
+            names = [f"{origin}.{a.name}" if f"{origin}.{a.name}" in modules else origin for a in node.names]
+        else:
+            continue
+        for n in names:
+            target = _resolve(n, modules)
+            if target is not None and target != module:
+                out.add(target)
+    return out
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package modules it imports."""
+    modules = module_files(package)
+    return {m: imports_of(m, f.read_text(encoding="utf-8"), modules, f.name == "__init__.py")
+            for m, f in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def read_layers(doc: Path = DOC) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """From the layers table of docs/architecture.md: (top-level part -> layer, layer -> layers it may import)."""
+    text = doc.read_text(encoding="utf-8")
+    table = text.split("<!-- layers:", 1)[1].split("\n\n", 1)[0]
+    owner: dict[str, str] = {}
+    allowed: dict[str, set[str]] = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] in ("layer", "") or set(cells[0]) <= {"-"}:
+            continue
+        layer, parts, may = cells
+        for part in re.findall(r"`([A-Za-z_][\w]*)`", parts):
+            if part in owner:
+                raise ValueError(f"docs/architecture.md puts {part!r} in {owner[part]!r} and {layer!r}")
+            owner[part] = layer
+        allowed[layer] = {x.strip() for x in may.split(",") if x.strip()}
+    unknown = {x for v in allowed.values() for x in v} - set(allowed)
+    if unknown:
+        raise ValueError(f"docs/architecture.md names unknown layers {sorted(unknown)}")
+    return owner, allowed
+
+
+def layer_of(module: str, owner: dict[str, str]) -> str:
+    """``repro.stages.cache`` -> the layer of ``stages``; the package itself is ``repro``."""
+    parts = module.split(".")
+    return owner[parts[1] if len(parts) > 1 else "repro"]
+
+
+def violations(graph: dict[str, set[str]], owner: dict[str, str], allowed: dict[str, set[str]]) -> list[str]:
+    """Every import that breaks the layer order, as ``a (layer) -> b (layer)``."""
+    out = []
+    for a, targets in sorted(graph.items()):
+        la = layer_of(a, owner)
+        for b in sorted(targets):
+            lb = layer_of(b, owner)
+            if lb not in allowed[la]:
+                out.append(f"{a} ({la}) -> {b} ({lb})")
+    return out
+
+
+# --- the package as it is ----------------------------------------------------------------------------------------
+
+def test_every_module_has_a_layer():
+    owner, _ = read_layers()
+    tops = {m.split(".")[1] if "." in m else "repro" for m in module_files(PACKAGE)}
+    assert not tops - set(owner), f"not in docs/architecture.md's layers table: {sorted(tops - set(owner))}"
+    assert not set(owner) - tops, f"docs/architecture.md names what repro/ lacks: {sorted(set(owner) - tops)}"
+
+
+def test_no_import_cycle():
+    found = cycles(import_graph())
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_imports_follow_the_layers():
+    owner, allowed = read_layers()
+    bad = violations(import_graph(), owner, allowed)
+    assert not bad, "imports against docs/architecture.md's layer order:\n" + "\n".join(bad)
+
+
+def test_cli_reports_and_plots_never_reach_into_the_stages():
+    graph = import_graph()
+    bad = sorted(f"{a} -> {b}" for a, bs in graph.items() if a.split(".")[1:2] in (["cli"], ["reports"], ["plotting"])
+                 for b in bs if b == "repro.stages" or b.startswith("repro.stages."))
+    assert not bad, bad
+    for folder in ("cli", "reports", "plotting"):  # not even in a docstring: the stages are named by pipeline
+        hits = [f"{f.relative_to(REPO)}:{i}" for f in sorted((PACKAGE / folder).rglob("*.py"))
+                for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1) if "repro.stages" in line]
+        assert not hits, hits
+
+
+def test_no_module_is_over_the_line_limit():
+    long = {str(f.relative_to(REPO)): n for f in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(f.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+# --- the checks themselves catch what they are for ---------------------------------------------------------------
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    pkg = tmp_path / "repro"
+    for name, text in files.items():
+        f = pkg / name
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    return pkg
+
+
+def test_a_planted_back_import_is_caught(tmp_path):
+    """A function-level import of the stages from a method module breaks the order; the same graph without it
+    passes."""
+    owner, allowed = read_layers()
+    files = {"__init__.py": "", "methods/__init__.py": "", "stages/__init__.py": "",
+             "methods/planted.py": "def f():\n    from repro.stages import cache\n    return cache\n",
+             "stages/cache.py": "from repro.methods import planted\n"}
+    graph = import_graph(_tree(tmp_path, files))
+    assert graph["repro.methods.planted"] == {"repro.stages.cache"}
+    assert violations(graph, owner, allowed) == ["repro.methods.planted (methods) -> repro.stages.cache (stages)"]
+    assert cycles(graph) == [["repro.methods.planted", "repro.stages.cache"]]
+    clean = import_graph(_tree(tmp_path / "clean", {**files, "methods/planted.py": "def f():\n    return 1\n"}))
+    assert violations(clean, owner, allowed) == [] and cycles(clean) == []
+
+
+def test_the_real_package_fails_with_a_planted_back_import(tmp_path):
+    """The planted case inside a copy of the real graph: one extra edge makes both checks fail."""
+    owner, allowed = read_layers()
+    graph = {k: set(v) for k, v in import_graph().items()}
+    graph["repro.methods.registry"].add("repro.recipes.registry")  # methods -> recipes: upwards
+    assert violations(graph, owner, allowed) == [
+        "repro.methods.registry (methods) -> repro.recipes.registry (recipes)"]
+    assert any("repro.methods.registry" in c and "repro.recipes.registry" in c for c in cycles(graph))
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("import repro.stages.cache\n", {"repro.stages.cache"}),
+    ("from repro.stages import cache\n", {"repro.stages.cache"}),
+    ("from repro.stages import train_base\n", {"repro.stages"}),
+    ("from . import cache\n", {"repro.stages.cache"}),
+    ("from .cache import x\n", {"repro.stages.cache"}),
+    ("def f():\n    import repro.io as io\n", {"repro.io"}),
+    ("import numpy\nfrom torch import nn\n", set()),
+])
+def test_imports_are_read_in_every_form(source, expected):
+    modules = {"repro": Path(), "repro.io": Path(), "repro.stages": Path(), "repro.stages.cache": Path(),
+               "repro.stages.base": Path()}
+    assert imports_of("repro.stages.base", source, modules, is_package=False) == expected
+
+
+def test_the_layers_table_is_read():
+    owner, allowed = read_layers()
+    assert owner["recipes"] == "recipes" and owner["pipeline"] == "notebooks" and owner["plotting"] == "reports"
+    assert "stages" not in allowed["reports"] and "stages" not in allowed["cli"]
+    order = ["core", "foundations", "methods", "train", "recipes", "stages"]
+    for i, layer in enumerate(order):  # each imports every layer below it and none above it
+        assert set(order[:i + 1]) <= allowed[layer] and not set(order[i + 1:]) & allowed[layer], layer
