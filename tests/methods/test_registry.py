@@ -12,9 +12,9 @@ import pytest
 from repro.methods.cdt import CDTSpec
 from repro.methods import (EXTENSION_METHODS, METHODS, ArmName, Extension, ExtensionSpec, get_method, parse_arm,
                            register_method)
+from repro.methods.protocol import OPTIONAL_HOOKS
 from repro.methods.selfdistill import SelfDistillSpec
 from repro.profiles import PROFILES
-from repro.train import OPTIONAL_HOOKS
 
 REPO = Path(__file__).resolve().parents[2]
 
