@@ -57,7 +57,8 @@ def accumulation_scales(weights: Sequence[float], total: float | None = None) ->
 
 
 def answer_count(batch: dict[str, torch.Tensor]) -> int:
-    """Answers whose tokens are prediction targets (the ``total`` of :func:`repro.train.answer_exact_match`)."""
+    """Answers whose tokens are prediction targets (the ``total`` of
+    :func:`repro.methods.metrics.answer_exact_match`)."""
     if "answer_group" not in batch:
         return 0
     groups = batch["answer_group"][:, 1:]

@@ -5,8 +5,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from repro.loss import chunked_clm_loss, weighted_clm_loss
+from repro.methods.metrics import answer_exact_match, answer_exact_match_hidden
 from repro.models import forward, forward_hidden, plain_head_weight
-from repro.train import answer_exact_match, answer_exact_match_hidden
 
 
 def _model(dtype=torch.float64, tie=True):

@@ -127,6 +127,18 @@ def test_answer_exact_match_counts_whole_answers():
     assert answer_exact_match(logits, ids, groups) == (1, 2)
 
 
+def test_the_package_re_exports_the_moved_names():
+    import repro.train
+    from repro import schedules
+    from repro.methods import metrics, protocol
+
+    for home, names in [(protocol, ("Method", "MethodHooks", "OPTIONAL_HOOKS")), (schedules, ("cosine_decay",)),
+                        (metrics, ("finish_metrics", "answer_exact_match", "answer_exact_match_hidden"))]:
+        for name in names:
+            assert getattr(repro.train, name) is getattr(home, name), name
+    assert all(hasattr(repro.train, name) for name in repro.train.__all__)
+
+
 def test_lr_schedule_warmup_cosine_constant():
     c = TrainConfig(max_steps=110, lr=1.0, warmup_steps=10, min_lr_ratio=0.1)
     assert lr_at(c, 0) == pytest.approx(0.1) and lr_at(c, 9) == pytest.approx(1.0)

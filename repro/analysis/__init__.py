@@ -1,8 +1,8 @@
 """Analyses of trained models and the data choices they drive.
 
 - :mod:`repro.analysis.tokens`: LongRecipe's impactful-token analysis (§4.1: logit changes
-  between a base and an extended model, top tokens per position, POS tags, anchor types);
-- :mod:`repro.analysis.selection`: LongRecipe's sentence selection by anchor tokens (§4.2);
+  between a base and an extended model, top tokens per position, POS tags, anchor types; the sentence
+  selection by these anchors is :mod:`repro.data.selection`);
 - :mod:`repro.analysis.attention_distance`: the attention rows of the last queries (recorded through
   transformers' attention registry, O(queries x T) memory) and their histogram by query-key distance
   (RoPE-perturbed self-distillation Fig. 2);

@@ -1,1 +1,2 @@
-"""Corpus, tokenizer, packing and synthetic training data."""
+"""Corpus, tokenizer, packing, LongRecipe's sentence selection (:mod:`repro.data.selection`) and synthetic training
+data."""

@@ -1,5 +1,7 @@
-"""Training methods: the registry and one module per method family.
+"""Training methods: the protocol, the registry and one module per method family.
 
+- :mod:`repro.methods.protocol`: what the trainer needs from a method (:class:`~repro.methods.protocol.Method`) and
+  its optional hooks; :mod:`repro.methods.metrics`: the teacher-forced ``train_em`` and an objective's metrics;
 - :mod:`repro.methods.base`: the base model's curriculum (copy, then retrieval at growing
   lengths) and LongRecipe's replay stream (its last stage);
 - :mod:`repro.methods.extension`: context extension by a position transform (FLT, PoSE, RPES,

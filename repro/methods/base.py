@@ -16,7 +16,7 @@ from repro.data.packing import Segment, pack_rows
 from repro.data.synthetic import CorpusRows, RetrievalRows, copy_segment
 from repro.methods.registry import register_method, step_rng
 from repro.profiles import BaseTrainConfig
-from repro.train import cosine_decay
+from repro.schedules import cosine_decay
 
 
 @register_method("base_curriculum")

@@ -45,7 +45,7 @@ from repro.loss import chunked_clm_loss, weighted_clm_loss
 from repro.methods.registry import register_method
 from repro.methods.wrapped import OnInnerRows
 from repro.models import forward_hidden, plain_head_weight
-from repro.train import finish_metrics
+from repro.methods.metrics import finish_metrics
 
 THRESHOLDS = ("document", "row")
 """Where Eq. 2's mean is taken: per document (default) or over the whole packed row (the authors' trainer)."""

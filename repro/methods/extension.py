@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from repro.data.packing import Segment, pack_rows
+from repro.data.selection import SELECTION_MODES, select_sentences, sentence_bounds
 from repro.data.synthetic import CorpusRows, RetrievalRows
 from repro.methods.registry import register_method, step_rng
 
@@ -32,7 +33,7 @@ class ExtensionSpec:
     selection: str = "none"
     """``none``: a contiguous short sample (PoSE, RPES, "w/o T"); ``anchors``: the sentences of a
     target-length sample that hold impactful tokens (LongRecipe); ``random``: random sentences
-    ("Random T"). See :mod:`repro.analysis.selection`."""
+    ("Random T"). See :mod:`repro.data.selection`."""
 
     def resolve_len(self, target: int, profile_ratio: float) -> int:
         """Tokens per sample for a target window."""
@@ -50,7 +51,7 @@ class Extension:
     or corpus text. Position ids come from the spec's transform, which maps the
     sample's tokens into ``[0, target)``. With ``spec.selection`` other than
     ``none`` the sample is first drawn at the target length and then cut down to
-    ``sample_len`` tokens of whole sentences (:func:`repro.analysis.selection.select_sentences`),
+    ``sample_len`` tokens of whole sentences (:func:`repro.data.selection.select_sentences`),
     keeping the instruction, evidence, question and answer of retrieval rows; a row whose mandatory
     sentences exceed the budget falls back to a contiguous sample (``fallback_rows``), and a retrieval
     row shorter than every training task's minimum becomes a corpus row (``no_retrieval_rows``).
@@ -60,8 +61,6 @@ class Extension:
                  tokenizer, corpus: CorpusRows, seed: int, context_weight: float = 0.05,
                  train_tasks: tuple[str, ...] = ("niah_single_1",), sample_len: int | None = None,
                  anchors: np.ndarray | None = None):
-        from repro.analysis.selection import SELECTION_MODES
-
         self.name, self.spec, self.target = name, spec, target
         self.sample_len = sample_len or spec.sample_len or target
         if self.sample_len > target:
@@ -106,8 +105,6 @@ class Extension:
 
     def _selected(self, rng: np.random.Generator, retrieval: bool) -> tuple[Segment, np.ndarray] | None:
         """A target-length sample cut to ``sample_len`` tokens of whole sentences (None: does not fit)."""
-        from repro.analysis.selection import select_sentences
-
         if retrieval:
             try:
                 seg, keep = self.retrieval.segment_with_evidence(rng, self.target)
@@ -182,7 +179,6 @@ def _transform(name: str, sentence_ends: np.ndarray | None, pieces: np.ndarray |
     """A position transform ``f(tokens, target, rng, **params) -> positions`` from :mod:`repro.positions`
     (``pieces``: each vocabulary id's text, for transforms that split at token texts)."""
     from repro import positions
-    from repro.analysis.selection import sentence_bounds
 
     fn = positions.get_transform(name)
     kind = positions.TRANSFORM_INFO[name].kind

@@ -67,7 +67,7 @@ import torch.nn.functional as F
 
 from repro.loss import chunked_clm_loss, weighted_clm_loss
 from repro.models import forward, forward_hidden, plain_head_weight
-from repro.train import answer_exact_match, answer_exact_match_hidden
+from repro.methods.metrics import answer_exact_match, answer_exact_match_hidden
 
 REDUCTIONS: tuple[str, ...] = ("mean", "weighted_mean")
 """``mean``: the official undivided mean ``sum d w ce / sum d``; ``weighted_mean``: ``sum d w ce / sum d w``."""

@@ -1,7 +1,7 @@
 """Batches prepared once, before training (LongRecipe prepares its selected samples offline, §4.2).
 
 A method's batches are a pure function of the step (the data contract of
-:class:`repro.train.Method`), so they can be built ahead of training:
+:class:`repro.methods.protocol.Method`), so they can be built ahead of training:
 :func:`prepare_batches` writes every step's arrays as ``.npy`` files (no pickle) plus the
 method's state after each step, and :class:`PreparedBatches` replays them to the
 trainer. Training on prepared batches gives the same weights as building them on the
@@ -20,6 +20,7 @@ import numpy as np
 
 from repro.io import atomic_dir, atomic_write_json, read_json
 from repro.manifest import environment
+from repro.methods.protocol import OPTIONAL_HOOKS
 
 ARRAYS: tuple[str, ...] = ("input_ids", "position_ids", "weights", "doc_ids", "answer_group",
                            "perturbed_position_ids", "split", "kl_mask")
@@ -105,8 +106,8 @@ def _shift(state: dict, start: dict, offset: dict) -> dict:
 class PreparedBatches:
     """Replays a folder written by :func:`prepare_batches` as a method (same name and state).
 
-    ``inner``: the method the batches came from; its optional hooks (:data:`repro.train.OPTIONAL_HOOKS`) and its
-    ``observe`` are kept, so an objective other than plain CLM still applies.
+    ``inner``: the method the batches came from; its optional hooks (:data:`repro.methods.protocol.OPTIONAL_HOOKS`)
+    and its ``observe`` are kept, so an objective other than plain CLM still applies.
     """
 
     def __init__(self, path: str | Path, inner: Any | None = None):
@@ -118,8 +119,6 @@ class PreparedBatches:
                        for k in ARRAYS if (self.path / f"{k}.npy").exists()}
         self.state = dict(meta["start_state"])
         self.inner = inner
-        from repro.train import OPTIONAL_HOOKS
-
         for hook in OPTIONAL_HOOKS:
             if inner is not None and hasattr(inner, hook):
                 setattr(self, hook, getattr(inner, hook))

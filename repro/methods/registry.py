@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from repro.train import Method
+from repro.methods.protocol import Method
 
 METHODS: dict[str, Callable[..., Method]] = {}
 """Registered method factories by name."""

@@ -36,7 +36,7 @@ from repro.loss import KL_DIRECTIONS, chunked_clm_loss, chunked_kl_loss, kl_from
 from repro.methods.wrapped import OnInnerRows
 from repro.methods.registry import register_method, step_rng
 from repro.models import plain_head_weight, recomputes_layers
-from repro.train import finish_metrics
+from repro.methods.metrics import finish_metrics
 
 VIEWS: tuple[str, ...] = ("skip", "cyclic", "dilation", "chunk_permutation", "nope", "none")
 """Perturbed views (:mod:`repro.positions.views`; ``none``: standard indices)."""

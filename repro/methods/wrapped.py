@@ -11,7 +11,7 @@ import numpy as np
 
 
 class OnInnerRows:
-    """The :class:`repro.train.Method` members of an objective on ``self.inner``'s rows (subclasses set
+    """The :class:`repro.methods.protocol.Method` members of an objective on ``self.inner``'s rows (subclasses set
     ``self.inner`` and ``self.stop_at``, and define ``loss``)."""
 
     inner = None

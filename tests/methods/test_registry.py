@@ -12,9 +12,9 @@ import pytest
 from repro.methods.cdt import CDTSpec
 from repro.methods import (EXTENSION_METHODS, METHODS, ArmName, Extension, ExtensionSpec, get_method, parse_arm,
                            register_method)
+from repro.methods.protocol import OPTIONAL_HOOKS
 from repro.methods.selfdistill import SelfDistillSpec
 from repro.profiles import PROFILES
-from repro.train import OPTIONAL_HOOKS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,6 +56,23 @@ def test_every_module_imports_alone_in_a_fresh_interpreter():
     mods = [m for m in _modules() if m != "repro.__main__"]
     r = subprocess.run([sys.executable, "-c", code, *mods], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_methods_import_neither_the_trainer_nor_the_analyses():
+    """The methods sit below ``repro.train`` and ``repro.analysis``: no import of either, at module level or inside a
+    function."""
+    bad = []
+    for path in sorted((REPO / "repro" / "methods").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == "repro"
+                                         else [])
+            bad += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names
+                    if n.split(".")[:2] in (["repro", "train"], ["repro", "analysis"])]
+    assert not bad, bad
 
 
 def test_module_level_import_graph_has_no_cycle():

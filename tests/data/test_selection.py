@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from repro.analysis.selection import select_sentences, sentence_bounds
+from repro.data.selection import select_sentences, sentence_bounds
 
 
 def test_sentence_bounds_hand_example():

@@ -1,0 +1,91 @@
+"""The optimisation settings every method trains under (:class:`TrainConfig`) and the learning-rate schedule
+(:func:`lr_at`: linear warmup, then cosine or constant)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from repro.schedules import cosine_decay
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings shared by every method."""
+
+    max_steps: int
+    """Upper bound on optimizer steps (a method may finish earlier)."""
+    lr: float
+    """Peak learning rate."""
+    warmup_steps: int = 0
+    """Linear warmup steps."""
+    schedule: str = "cosine"
+    """``cosine`` (decay to ``min_lr_ratio`` x lr at ``max_steps``) or ``constant``."""
+    min_lr_ratio: float = 0.1
+    """Floor of the cosine decay."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    betas: tuple[float, float] = (0.9, 0.95)
+    """AdamW betas."""
+    grad_clip: float = 1.0
+    """Max gradient norm (0 disables clipping)."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward instead of keeping them (the model's public
+    ``activation_checkpointing_enable``, non-reentrant: also for peft models with frozen embeddings). Same loss
+    and gradients; self-distillation's prefix-shared pass then runs as two full passes
+    (:mod:`repro.methods.selfdistill`)."""
+    bf16: bool = False
+    """bf16 autocast for the forward pass."""
+    chunked_loss: bool = True
+    """Loss from the final hidden states in chunks, never the batch's full logits (:mod:`repro.loss`)."""
+    threads: int = 0
+    """torch intra-op threads for this run (0: leave the process setting). Pinned and recorded in
+    ``train_summary.json``: the same count on the same CPU type gives bit-identical weights."""
+    checkpoint_every: int = 100
+    """Checkpoint interval in steps (0: only the final weights)."""
+    keep_checkpoints: int = 1
+    """Intermediate checkpoints kept on disk (older ones are deleted)."""
+    seed: int = 0
+    """Seed of torch/numpy/python RNGs."""
+    micro_batch_size: int = 0
+    """Gradient accumulation: rows per forward/backward pass. A step's batch is split into micro-batches of this
+    many rows whose gradients add up to the whole batch's (the loss stays the mean over the step's valid weighted
+    target tokens, :mod:`repro.accumulation`). 0, or at least the batch's rows: the whole batch in one pass."""
+    reorder_microbatches: bool = False
+    """With accumulation, run a step's micro-batches in descending order of sum of squared document lengths
+    (ProLong's sort, :mod:`repro.data.balance`). The update is the same up to float summation order; the gain is
+    for data-parallel workers (:mod:`repro.bench.reorder_sim`)."""
+
+    @classmethod
+    def from_section(cls, section: Any, max_steps: int, **overrides: Any) -> "TrainConfig":
+        """The one place a profile section becomes a ``TrainConfig``: every field of this class that
+        ``section`` (e.g. ``profile.base`` or ``profile.extend``) also has is copied, then ``overrides``."""
+        names = {f.name for f in fields(cls)} - {"max_steps"}
+        bad = sorted(set(overrides) - names)
+        if bad:
+            raise ValueError(f"TrainConfig has no field(s) {bad}; allowed: {sorted(names)}")
+        kw = {n: getattr(section, n) for n in names if hasattr(section, n)}
+        return cls(max_steps=max_steps, **{**kw, **overrides})
+
+    def __post_init__(self):
+        if self.threads < 0:
+            raise ValueError(f"threads={self.threads}; allowed: 0 (leave as is) or >= 1")
+        if self.schedule not in ("cosine", "constant"):
+            raise ValueError(f"schedule={self.schedule!r}; allowed: cosine, constant")
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps={self.max_steps}; allowed: >= 1")
+        if not 0 < self.lr <= 1:
+            raise ValueError(f"lr={self.lr}; allowed: 0 < lr <= 1")
+        if self.micro_batch_size < 0:
+            raise ValueError(f"micro_batch_size={self.micro_batch_size}; allowed: 0 (no accumulation) or >= 1 rows")
+
+
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    """Learning rate multiplier for ``step`` (0-based)."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return 1.0
+    span = max(cfg.max_steps - cfg.warmup_steps, 1)
+    t = min((step - cfg.warmup_steps) / span, 1.0)
+    return cosine_decay(t, cfg.min_lr_ratio)
