@@ -43,11 +43,30 @@ def _documented_fields(cls) -> set[str]:
 
 
 @pytest.mark.parametrize("cls", [profiles.CorpusConfig, profiles.TokenizerConfig, profiles.ModelConfig,
-                                 profiles.BaseTrainConfig, profiles.ExtendConfig, profiles.EvalConfig, Profile])
+                                 profiles.BaseTrainConfig, profiles.ExtendConfig, profiles.EvalConfig,
+                                 profiles.LongRecipeConfig, profiles.SelfDistillConfig, profiles.CDTConfig,
+                                 profiles.ProLongConfig, Profile])
 def test_every_field_is_documented_and_frozen(cls):
     names = {f.name for f in dataclasses.fields(cls)}
     assert names == _documented_fields(cls)
     assert cls.__dataclass_params__.frozen
+
+
+def test_every_section_of_a_profile_is_a_documented_settings_class():
+    sections = {f.name: f.default_factory for f in dataclasses.fields(Profile) if f.name != "name"}
+    assert set(sections.values()) == {profiles.CorpusConfig, profiles.TokenizerConfig, profiles.ModelConfig,
+                                      profiles.BaseTrainConfig, profiles.ExtendConfig, profiles.EvalConfig,
+                                      profiles.LongRecipeConfig, profiles.SelfDistillConfig, profiles.CDTConfig,
+                                      profiles.ProLongConfig}
+
+
+def test_arm_names_repeated_in_the_profiles_agree_with_the_arm_tables():
+    # profiles import nothing above them, so they repeat the arm names of repro.methods.arms
+    from repro.methods.arms import PL_ARMS, RP_ARMS
+
+    assert profiles.PL_ARM_NAMES == tuple(PL_ARMS)
+    sd = profiles.SelfDistillConfig()
+    assert set(profiles.RP_MAIN_ARMS + profiles.RP_ABLATION_ARMS + sd.matched_arms) == set(RP_ARMS)
 
 
 def test_bad_values_name_the_field_and_range():

@@ -1,0 +1,34 @@
+"""Run profiles: ``smoke`` (CI), ``tiny`` (the default, any CPU) and ``paper`` (GPUs).
+
+One code path, three sizes. Every field is documented; :func:`get_profile`
+validates ranges so a bad value fails before any work starts.
+
+- :mod:`repro.profiles.testbed`: the settings every paper shares (corpus, tokenizer, model, base curriculum,
+  extension, evaluation grid) and the task lists they default to;
+- :mod:`repro.profiles.longrecipe`, :mod:`~repro.profiles.selfdistill`, :mod:`~repro.profiles.cdt`,
+  :mod:`~repro.profiles.prolong`: one module per paper's own settings;
+- :mod:`repro.profiles.profile`: the :class:`Profile` (one field per section) and its ``override``;
+- :mod:`repro.profiles.validation`: every range and cross-field check;
+- :mod:`repro.profiles.registry`: ``smoke``, ``tiny`` and ``paper``, the one place profiles are registered.
+
+Everything is importable from ``repro.profiles`` itself.
+"""
+
+from repro.profiles.cdt import CD_MEM_LENGTHS, CDTConfig
+from repro.profiles.longrecipe import LongRecipeConfig
+from repro.profiles.profile import Profile
+from repro.profiles.prolong import PL_ARM_NAMES, PL_MIX, PL_SOURCES, ProLongConfig
+from repro.profiles.registry import DESCRIPTIONS, PAPER, PROFILES, SMOKE, TINY, get_profile
+from repro.profiles.selfdistill import RP_ABLATION_ARMS, RP_MAIN_ARMS, SelfDistillConfig
+from repro.profiles.testbed import (BASE_TASK_WEIGHTS, BASE_TRAIN_TASKS, EXTEND_RUN_FIELDS, REPLICATE_SEED_STRIDE,
+                                    SUITE_TASKS, TRAIN_TASKS, BaseTrainConfig, CorpusConfig, EvalConfig, ExtendConfig,
+                                    ModelConfig, TokenizerConfig)
+from repro.profiles.validation import validate
+
+__all__ = [
+    "BASE_TASK_WEIGHTS", "BASE_TRAIN_TASKS", "CD_MEM_LENGTHS", "DESCRIPTIONS", "EXTEND_RUN_FIELDS", "PAPER",
+    "PL_ARM_NAMES", "PL_MIX", "PL_SOURCES", "PROFILES", "REPLICATE_SEED_STRIDE", "RP_ABLATION_ARMS", "RP_MAIN_ARMS",
+    "SMOKE", "SUITE_TASKS", "TINY", "TRAIN_TASKS", "BaseTrainConfig", "CDTConfig", "CorpusConfig", "EvalConfig",
+    "ExtendConfig", "LongRecipeConfig", "ModelConfig", "ProLongConfig", "Profile", "SelfDistillConfig",
+    "TokenizerConfig", "get_profile", "validate",
+]

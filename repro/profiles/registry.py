@@ -1,0 +1,91 @@
+"""The profiles, registered in one place: :data:`SMOKE`, :data:`TINY`, :data:`PAPER` in :data:`PROFILES`,
+their one-line :data:`DESCRIPTIONS`, and :func:`get_profile`."""
+
+from __future__ import annotations
+
+from repro.profiles.cdt import CDTConfig
+from repro.profiles.longrecipe import LongRecipeConfig
+from repro.profiles.profile import Profile
+from repro.profiles.prolong import ProLongConfig
+from repro.profiles.selfdistill import SelfDistillConfig
+from repro.profiles.testbed import (BaseTrainConfig, CorpusConfig, EvalConfig, ExtendConfig, ModelConfig,
+                                    TokenizerConfig)
+from repro.profiles.validation import validate
+
+
+SMOKE = Profile(
+    name="smoke",
+    corpus=CorpusConfig(max_bytes_per_source=150_000, synthetic_docs=200),
+    tokenizer=TokenizerConfig(vocab_size=512, train_bytes=400_000),
+    model=ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=2),
+    base=BaseTrainConfig(window=192, train_tasks=("niah_single_1",), task_weights=None, copy_rows=8, copy_max_steps=4,
+                         retrieval_lengths=(192,),
+                         min_steps_per_length=2, max_steps_per_length=3, final_steps=1,
+                         tokens_per_step=768, warmup_steps=2, checkpoint_every=3, copy_fraction=0.25,
+                         lm_fraction=0.25, bf16=False, threads=2),
+    extend=ExtendConfig(target_window=384, steps=3, train_tasks=("niah_single_1",), batch_size=2, warmup_steps=1,
+                        checkpoint_every=2, threads=2, workers=1, replicate_arms=("flt",), seed_replicates=2),
+    eval=EvalConfig(lengths=(192, 384), depths=(0.0, 1.0), samples=2, batch_size=4, suite_depths=(0.5,),
+                    suite_samples=1, seeds=(0, 1), decile_samples=1, base_depths=(0.5,), base_samples=1),
+    longrecipe=LongRecipeConfig(sample_ratio=0.5, ratios=(0.5,), analysis_texts=3, analysis_source="code",
+                                anchor_min_count=1,
+                                pos_bins=4, replay_methods=("longrecipe",), eval_samples=1, yarn_samples=1,
+                                short_lm_windows=4),
+    selfdistill=SelfDistillConfig(rope_theta=40_000.0, bf16=False, replicate_arms=("rp_skip",), ablation_steps=2,
+                                  ablation_arms=("rp_standard_early", "rp_skip_early", "rp_clm", "rp_dropout",
+                                                 "rp_attn_noise", "rp_nope"),
+                                  curve_every=2, longce_window=192, longce_stride=48, eval_lengths=(384,),
+                                  yarn_factors=(2.0,), yarn_samples=1, ablation_samples=1, cost_steps=1),
+    cdt=CDTConfig(replicate_arms=(), curve_every=2, task="multihop_2", task_steps=4, task_curve_every=2,
+                  analysis_samples=4, top_k=8, lr_sweep=(1e-2, 1.0), map_chunks=8, map_samples=1,
+                  mem_lengths=(128, 256), mem_cap_gib=4.0, cost_steps=1, longppl_docs=2),
+    prolong=ProLongConfig(eval_samples=1, heldout_docs=2, throughput_steps=1, throughput_workers=(2,)),
+)
+"""CI: proves every code path runs in seconds; asserts structure, not science."""
+
+TINY = Profile(name="tiny")
+"""The default: a 0.8M-parameter model trained here at 256 tokens, extended to 1024."""
+
+PAPER = Profile(
+    name="paper",
+    corpus=CorpusConfig(sources=("folder:data/long_corpus",), synthetic_docs=0),
+    tokenizer=TokenizerConfig(pretrained="meta-llama/Meta-Llama-3-8B-Instruct", train_bytes=None),
+    model=ModelConfig(pretrained="meta-llama/Meta-Llama-3-8B-Instruct", hidden_size=4096, intermediate_size=14336,
+                      num_layers=32, num_heads=32, num_kv_heads=8, rope_theta=500_000.0, tie_embeddings=False,
+                      attn_implementation="flash_attention_2"),
+    base=BaseTrainConfig(window=8192, retrieval_lengths=(8192,), bf16=True, threads=0),
+    extend=ExtendConfig(target_window=81_920, steps=104, batch_size=96, lr=5e-5, min_lr_ratio=0.1, warmup_steps=0,
+                        retrieval_fraction=0.0, rope_type="dynamic", rope_factor=10.0, rope_theta=48_900_000.0,
+                        bf16=True, threads=0, checkpoint_every=26, deepspeed_config="configs/deepspeed_zero3.json",
+                        workers=1, replicate_arms=(), seed_replicates=1),
+    eval=EvalConfig(lengths=(8192, 16_384, 32_768, 65_536, 81_920, 163_840), depths=tuple(i / 10 for i in range(11)),
+                    samples=50, batch_size=1),
+    longrecipe=LongRecipeConfig(general_benchmarks=("mmlu", "gsm8k", "humaneval")),
+    selfdistill=SelfDistillConfig(rope_theta=8_000_000.0, replicate_arms=(), ablation_steps=20, curve_every=26,
+                                  longce_window=4096, longce_stride=1024, eval_lengths=(40_960, 81_920),
+                                  yarn_samples=50, ablation_samples=50),
+    cdt=CDTConfig(beta=5.0, top_heads=30, lr_sweep=(1e-5, 2e-5, 4e-5, 8e-5, 1.6e-4), replicate_arms=(), curve_every=26,
+                  task_lr=1e-5, mem_lengths=(1024, 65_536), mem_cap_gib=80.0),
+    prolong=ProLongConfig(sources=(("code", "folder:data/code_repos"), ("books", "folder:data/books"),
+                                   ("short", "hf_disk:data/shortmix")), long_threshold=65_536, task_share=0.0,
+                          replicate_arms=(), eval_samples=50, heldout_docs=64),
+)
+"""LongRecipe Table 6 (Llama3-8B-Instruct, 80K target): 24K-token samples for the
+position-transform methods, dynamic-NTK factor 10 (RoPE base 48.9M), batch 96,
+104 steps, lr 5e-5, bf16, DeepSpeed; needs GPUs and the model weights."""
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (SMOKE, TINY, PAPER)}
+
+DESCRIPTIONS: dict[str, str] = {
+    "smoke": "CI: every code path in seconds; asserts structure, not science",
+    "tiny": "default: 0.8M-parameter Llama trained here at 256 tokens, extended to 1024 (any CPU)",
+    "paper": "LongRecipe Table 6: Llama3-8B-Instruct to 80K, DeepSpeed + flash-attn (GPUs, model weights)",
+}
+
+
+
+def get_profile(name: str) -> Profile:
+    """The named profile, validated; unknown names list the allowed ones."""
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; allowed: {', '.join(PROFILES)}")
+    return validate(PROFILES[name])
