@@ -107,7 +107,7 @@ def measure_rows(model: torch.nn.Module, packed: dict[str, torch.Tensor], steps:
     """The arms of :data:`DOC_ATTENTION_ARMS` on one batch of packed rows (``input_ids``, ``position_ids`` restarting
     per document, ``doc_ids``, ``weights``), interleaved over ``warmup + steps`` rounds; per arm ``{"seconds",
     "seconds_per_step", "tokens_per_s", "ratio" (over full's), "loss", "batch", "docs_per_row"}``."""
-    from repro.accel import check_attn_implementation
+    from repro.attention.doc_masked import check_attn_implementation
     from repro.bench.interleave import interleaved_rounds
     from repro.train import clm_step
 

@@ -45,7 +45,7 @@ def tiny_model(seed: int = 0, max_positions: int = 8192, attn_implementation: st
     (default ``sdpa_varlen``: each packed document's attention alone, :mod:`repro.attention.doc_masked`)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from repro.accel import check_attn_implementation
+    from repro.attention.doc_masked import check_attn_implementation
 
     torch.manual_seed(seed)
     cfg = LlamaConfig(**{**MODEL, **overrides}, max_position_embeddings=max_positions, use_cache=False,
