@@ -157,8 +157,8 @@ def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
     "bf16", "threads"}}``, timed in ``steps`` interleaved rounds after ``warmup`` untimed ones. The parts' medians
     need not add up to the step's median.
     """
-    from repro.bench.interleave import interleaved_rounds
     from repro.methods.cdt import CDTSpec, cdt_loss
+    from repro.timing import interleaved_rounds
     from repro.train import clm_step
 
     if steps < 1 or warmup < 0 or batch_size < 1 or length < 2 or (threads is not None and threads < 1):
