@@ -3,7 +3,8 @@
 flash-attn is not in the CPU install path (``requirements.txt``); GPU users add
 it with ``pip install -r requirements-gpu.txt``. DeepSpeed is pinned in ``requirements.txt`` (it runs on CPU
 with gloo, :mod:`repro.distributed`). The paper profile asks for
-``attn_implementation="flash_attention_2"`` and a DeepSpeed ZeRO-3 config
+``attn_implementation="flash_attention_2"`` (checked by :func:`repro.attention.doc_masked.check_attn_implementation`)
+and a DeepSpeed ZeRO-3 config
 (``configs/deepspeed_zero3.json``, CPU optimizer offload as LongRecipe's
 single-GPU runs report in Table 6).
 """
@@ -19,26 +20,6 @@ import torch
 
 def flash_attn_available() -> bool:
     return importlib.util.find_spec("flash_attn") is not None and torch.cuda.is_available()
-
-
-ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2", "sdpa_varlen")
-"""Attention implementations a model may be loaded with; ``sdpa_varlen`` is the per-document CPU attention of
-:mod:`repro.attention.doc_masked` (registered in transformers' registries when checked)."""
-
-
-def check_attn_implementation(name: str) -> str:
-    """Return ``name`` if it can run here (registering ``sdpa_varlen`` when asked), else raise with the
-    install hint."""
-    if name not in ATTN_IMPLEMENTATIONS:
-        raise ValueError(f"attn_implementation={name!r}; allowed: {', '.join(ATTN_IMPLEMENTATIONS)}")
-    if name == "sdpa_varlen":
-        from repro.attention.doc_masked import register
-
-        return register()
-    if name == "flash_attention_2" and not flash_attn_available():
-        raise RuntimeError("attn_implementation='flash_attention_2' needs a CUDA GPU and the flash-attn package "
-                           "(pip install -r requirements-gpu.txt --no-build-isolation); use 'sdpa' on CPU")
-    return name
 
 
 def load_deepspeed_config(path: str | Path, global_batch: int, world_size: int = 1) -> dict:

@@ -33,10 +33,10 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
     (one-time preparation, per step), "tokens_per_step", "flops_per_step", "sample_len"}}``.
     """
     from repro import stages
-    from repro.bench.interleave import interleaved_rounds
     from repro.methods import extension_spec
     from repro.models import load_model, n_params
     from repro.profiles import get_profile
+    from repro.timing import interleaved_rounds
     from repro.train import clm_step
 
     p = get_profile(profile) if isinstance(profile, str) else profile

@@ -25,7 +25,7 @@ import torch
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from repro.attention.doc_masked import boundary_kwargs
+from repro.attention.doc_masked import boundary_kwargs, check_attn_implementation
 from repro.data.packing import is_packed_restart
 from repro.families import check_architecture
 from repro.profiles import ModelConfig
@@ -104,8 +104,6 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
     cfg.use_cache = False
     kwargs: dict = {"config": cfg, "use_safetensors": True, "trust_remote_code": trust_remote_code}
     if attn_implementation:
-        from repro.accel import check_attn_implementation
-
         kwargs["attn_implementation"] = check_attn_implementation(attn_implementation)
     try:
         model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)

@@ -1,11 +1,10 @@
-import importlib.util
 import json
 import sys
 
 import pytest
 import torch
 
-from repro.accel import check_attn_implementation, deepspeed_initialize, load_deepspeed_config
+from repro.accel import deepspeed_initialize, load_deepspeed_config
 from repro.pipeline import REPO
 from repro.profiles import get_profile
 
@@ -19,16 +18,6 @@ def test_paper_profile_deepspeed_config_resolves_batch_96():
         load_deepspeed_config(REPO / p.extend.deepspeed_config, 96, world_size=5)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_deepspeed_config(REPO / "configs" / "missing.json", 96)
-
-
-@pytest.mark.skipif(torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None,
-                    reason="flash-attn present")
-def test_flash_attention_is_refused_clearly_without_gpu():
-    assert check_attn_implementation("sdpa") == "sdpa"
-    with pytest.raises(RuntimeError, match="needs a CUDA GPU and the flash-attn package"):
-        check_attn_implementation("flash_attention_2")
-    with pytest.raises(ValueError, match="allowed: sdpa, eager, flash_attention_2"):
-        check_attn_implementation("xformers")
 
 
 def test_deepspeed_missing_is_a_clear_error(monkeypatch):

@@ -2,7 +2,8 @@
 module over 500 lines, and the command line, reports and plots never reach into the cached stages.
 
 The graph is read from the source (every ``import`` and ``from ... import``, at the top of a file or inside a
-function), so it needs nothing imported and sees imports that only run on some paths.
+function; not those under ``if TYPE_CHECKING:``, which never run), so it needs nothing imported and sees imports
+that only run on some paths.
 """
 
 from __future__ import annotations
@@ -37,11 +38,31 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     return name or None
 
 
+def _type_checking(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): imports for annotations only, never run."""
+    t = node.test if isinstance(node, ast.If) else None
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def _nodes(tree: ast.AST):
+    """Every node of ``tree`` but the bodies of ``if TYPE_CHECKING:`` blocks (their ``else`` is kept)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if _type_checking(node):
+            stack.extend(node.orelse)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+
+
 def imports_of(module: str, source: str, modules: dict[str, Path], is_package: bool) -> set[str]:
     """The package modules ``module`` imports: ``import a.b`` -> ``a.b``; ``from a import b`` -> ``a.b`` when that
-    is a module, else ``a``; relative imports resolved against ``module``."""
+    is a module, else ``a``; relative imports resolved against ``module``. Imports under ``if TYPE_CHECKING:``
+    (annotations only) are left out."""
     out = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in _nodes(ast.parse(source)):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -227,6 +248,8 @@ def test_the_real_package_fails_with_a_planted_back_import(tmp_path):
     ("from .cache import x\n", {"repro.stages.cache"}),
     ("def f():\n    import repro.io as io\n", {"repro.io"}),
     ("import numpy\nfrom torch import nn\n", set()),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from repro.io import x\n", set()),
+    ("if TYPE_CHECKING:\n    pass\nelse:\n    import repro.io\n", {"repro.io"}),
 ])
 def test_imports_are_read_in_every_form(source, expected):
     modules = {"repro": Path(), "repro.io": Path(), "repro.stages": Path(), "repro.stages.cache": Path(),

@@ -292,8 +292,8 @@ def flash_without_gpu() -> None:
     """``check_attn_implementation('flash_attention_2')`` as on a machine without a GPU or flash-attn."""
     from unittest import mock
 
-    with mock.patch("repro.accel.flash_attn_available", return_value=False):
-        _m("accel").check_attn_implementation("flash_attention_2")
+    with mock.patch("repro.attention.doc_masked.flash_attn_available", return_value=False):
+        _m("attention.doc_masked").check_attn_implementation("flash_attention_2")
 
 
 def _m(name: str) -> object:
@@ -531,7 +531,7 @@ CASES: list[Case] = [
          lambda ws, out: flash_without_gpu(), RuntimeError,
          r"attn_implementation='flash_attention_2' needs a CUDA GPU and the flash-attn package.*use 'sdpa' on CPU"),
     Case("E81", ENGINE, "`attn_implementation='xformers'`",
-         lambda ws, out: _m("accel").check_attn_implementation("xformers"), ValueError,
+         lambda ws, out: _m("attention.doc_masked").check_attn_implementation("xformers"), ValueError,
          r"attn_implementation='xformers'; allowed: sdpa, eager, flash_attention_2, sdpa_varlen"),
     Case("E82", ENGINE, "a DeepSpeed config that does not exist",
          lambda ws, out: _m("accel").load_deepspeed_config("/no/such/ds.json", 8), FileNotFoundError,

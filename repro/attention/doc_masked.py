@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from repro.accel import flash_attn_available
 from repro.attention.spans import cu_seqlens, varlen_kwargs
 
 SDPA_VARLEN = "sdpa_varlen"
@@ -51,6 +52,9 @@ bucket padded to the longest document). 0.7-0.85 were the fastest forward + back
 50-400 tokens; the result does not depend on it."""
 FLASH_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3", "flash_attention_4")
 """transformers' flash-attn implementations, which take the boundaries as ``cu_seq_lens`` kwargs."""
+ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2", "sdpa_varlen")
+"""Attention implementations a model may be loaded with; ``sdpa_varlen`` is :data:`SDPA_VARLEN` (registered in
+transformers' registries when checked, :func:`check_attn_implementation`)."""
 
 
 @dataclass(frozen=True)
@@ -202,12 +206,23 @@ def register() -> str:
     return SDPA_VARLEN
 
 
+def check_attn_implementation(name: str) -> str:
+    """Return ``name`` if it can run here (registering :data:`SDPA_VARLEN` when asked), else raise with the
+    install hint."""
+    if name not in ATTN_IMPLEMENTATIONS:
+        raise ValueError(f"attn_implementation={name!r}; allowed: {', '.join(ATTN_IMPLEMENTATIONS)}")
+    if name == SDPA_VARLEN:
+        return register()
+    if name == "flash_attention_2" and not flash_attn_available():
+        raise RuntimeError("attn_implementation='flash_attention_2' needs a CUDA GPU and the flash-attn package "
+                           "(pip install -r requirements-gpu.txt --no-build-isolation); use 'sdpa' on CPU")
+    return name
+
+
 def doc_masked_implementation() -> str:
     """The attention implementation that computes each packed document alone here: ``flash_attention_2`` with
     a CUDA GPU and flash-attn (:func:`repro.accel.flash_attn_available`), else :data:`SDPA_VARLEN`
     (registered)."""
-    from repro.accel import flash_attn_available
-
     return "flash_attention_2" if flash_attn_available() else register()
 
 

@@ -17,7 +17,7 @@ each step into the detection forward, the detection backward, the forward (for C
 noise mask, Eq. 3 and the CE forward on ``E'``), the backward and the optimizer step.
 
 Expected (a backward costs about two forwards, an activation-only backward about one): CDT ~ (3 + 1 + 1) / 3 =
-1.67x CE, the goal :data:`GOAL_RATIO`; the full-backward variant ~ (3 + 3) / 3 = 2x.
+1.67x CE, the goal :data:`repro.reports.cdt_training.GOAL_RATIO`; the full-backward variant ~ (3 + 3) / 3 = 2x.
 """
 
 from __future__ import annotations
@@ -39,8 +39,6 @@ DETECTIONS = ("frozen", "full_backward")
 """Detection passes: weights frozen (as implemented) or a full backward (the authors' trainer)."""
 PARTS = ("detect_forward", "detect_backward", "forward", "backward", "optimizer")
 """The parts a step is split into (the CE step has no detection parts)."""
-GOAL_RATIO = 1.7
-"""The goal: a CDT step costs at most this many CE steps."""
 
 
 class Clock:
@@ -157,8 +155,8 @@ def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
     "bf16", "threads"}}``, timed in ``steps`` interleaved rounds after ``warmup`` untimed ones. The parts' medians
     need not add up to the step's median.
     """
-    from repro.bench.interleave import interleaved_rounds
     from repro.methods.cdt import CDTSpec, cdt_loss
+    from repro.timing import interleaved_rounds
     from repro.train import clm_step
 
     if steps < 1 or warmup < 0 or batch_size < 1 or length < 2 or (threads is not None and threads < 1):

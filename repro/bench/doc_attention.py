@@ -12,7 +12,7 @@ Arms (:data:`DOC_ATTENTION_ARMS`), on the same tokens:
 
 A step is :func:`repro.train.clm_step` (the trainer's forward and chunked loss) and its backward, on a copy of the
 model per arm; no optimizer step, so the arms keep the same weights and the document-masked arms' losses must
-agree (``loss``). Arms run in interleaved rounds (:func:`repro.bench.interleave.interleaved_rounds`), so the
+agree (``loss``). Arms run in interleaved rounds (:func:`repro.timing.interleaved_rounds`), so the
 machine's noise hits them alike; ratios are tokens/s against ``full`` within the run. Run it with
 ``python -m repro.bench.doc_attention``.
 
@@ -107,8 +107,8 @@ def measure_rows(model: torch.nn.Module, packed: dict[str, torch.Tensor], steps:
     """The arms of :data:`DOC_ATTENTION_ARMS` on one batch of packed rows (``input_ids``, ``position_ids`` restarting
     per document, ``doc_ids``, ``weights``), interleaved over ``warmup + steps`` rounds; per arm ``{"seconds",
     "seconds_per_step", "tokens_per_s", "ratio" (over full's), "loss", "batch", "docs_per_row"}``."""
-    from repro.accel import check_attn_implementation
-    from repro.bench.interleave import interleaved_rounds
+    from repro.attention.doc_masked import check_attn_implementation
+    from repro.timing import interleaved_rounds
     from repro.train import clm_step
 
     models = {}

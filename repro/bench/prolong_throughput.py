@@ -58,7 +58,7 @@ def measure_pl_throughput(model: torch.nn.Module, batches: Sequence[dict[str, np
     steps = [micro[i:i + group * len(batches[0]["input_ids"])]
              for i in range(0, len(micro), group * len(batches[0]["input_ids"]))]
     if fit:
-        from repro.accel import check_attn_implementation
+        from repro.attention.doc_masked import check_attn_implementation
 
         m = copy.deepcopy(model).train()
         m.set_attn_implementation(check_attn_implementation("sdpa_varlen"))

@@ -30,28 +30,11 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
+from repro.bench.reorder_model import MODEL, tiny_model, train_pass
 from repro.bench.reorder_sim import ORDERS, CostModel, fit_cost_model, simulate
 from repro.data.balance import sum_sq_lengths, tokens
 from repro.data.packing import chunk_document, lm_segment, pack_rows
 from repro.io import atomic_write_json
-
-MODEL = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2)
-"""The benchmark's tiny Llama (random weights, float32)."""
-
-
-def tiny_model(seed: int = 0, max_positions: int = 8192, attn_implementation: str = "sdpa_varlen", **overrides):
-    """The benchmark's Llama (:data:`MODEL` with ``overrides``), in training mode, with ``attn_implementation``
-    (default ``sdpa_varlen``: each packed document's attention alone, :mod:`repro.attention.doc_masked`)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from repro.accel import check_attn_implementation
-
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(**{**MODEL, **overrides}, max_position_embeddings=max_positions, use_cache=False,
-                      attn_implementation=check_attn_implementation(attn_implementation))
-    return LlamaForCausalLM(cfg).train()
-
 
 def _rows(lengths: Sequence[int], seq_len: int, vocab: int, rng: np.random.Generator, chunk: bool):
     """Documents of ``lengths`` packed into rows; with ``chunk``, cut to the row length first, the full chunks
@@ -120,26 +103,9 @@ def probe_batches(seq_len: int, vocab: int = 256, seed: int = 0) -> list[dict[st
     return out
 
 
-def _torch(batch: Mapping) -> dict[str, torch.Tensor]:
-    return {k: torch.as_tensor(np.asarray(v)) for k, v in batch.items()}
-
-
-def train_pass(model, batch: Mapping) -> None:
-    """Forward + backward of the weighted CLM loss on ``batch`` with the model's own attention (gradients accumulate
-    into ``model``'s ``.grad``): the rows' restarting ``position_ids`` mark the documents, so with
-    :func:`tiny_model`'s ``sdpa_varlen`` each document's attention is computed alone."""
-    from repro.loss import chunked_clm_loss
-    from repro.models import forward_hidden
-
-    b = _torch(batch)
-    hidden = forward_hidden(model, b["input_ids"], b["position_ids"], b.get("doc_ids"))
-    loss = chunked_clm_loss(hidden, model.get_output_embeddings().weight, b["input_ids"], b["weights"].float())
-    loss.backward()
-
-
 def measure_costs(model, batches: Sequence[Mapping], repeats: int = 3, warmup: int = 1) -> list[float]:
-    """Median seconds of :func:`train_pass` per batch, the batches interleaved in each of ``warmup + repeats``
-    rounds (the first ``warmup`` untimed)."""
+    """Median seconds of :func:`~repro.bench.reorder_model.train_pass` per batch, the batches interleaved in each
+    of ``warmup + repeats`` rounds (the first ``warmup`` untimed)."""
     times: list[list[float]] = [[] for _ in batches]
     for r in range(warmup + repeats):
         for i, b in enumerate(batches):

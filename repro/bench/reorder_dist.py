@@ -4,7 +4,7 @@ machine) run each step's dealt micro-batches under every order and time it.
 Each process gets, per step and order, its micro-batches (:func:`repro.bench.reorder_sim.deal`); in accumulation
 round ``r`` it runs its ``r``-th one, then all-reduces (as FSDP's per-micro-batch gradient reduction): with
 ``work="compute"`` a real forward + backward of the benchmark's tiny Llama with ``sdpa_varlen``
-(:func:`repro.bench.reorder.train_pass`) and the all-reduce of its flattened gradients; with ``work="sleep"`` a
+(:func:`repro.bench.reorder_model.train_pass`) and the all-reduce of its flattened gradients; with ``work="sleep"`` a
 sleep of the micro-batch's modelled cost (:class:`~repro.bench.reorder_sim.CostModel`) and the all-reduce of a small
 buffer (a clean check of the model where real compute on shared cores is too noisy). The wall time of a step runs
 from a barrier to the end of its last all-reduce. Orders are interleaved in the same processes (every order on a
@@ -31,6 +31,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
+from repro.bench.reorder_model import tiny_model, train_pass
 from repro.bench.reorder_sim import ORDERS, CostModel, deal, step_time
 from repro.data.balance import sum_sq_lengths
 from repro.distributed import free_port
@@ -77,8 +78,6 @@ def _worker(rank: int, world: int, port: int, steps, work: str, cost: CostModel,
     try:
         model = None
         if work == "compute":
-            from repro.bench.reorder import tiny_model, train_pass
-
             model = tiny_model(seed, max_positions=max(s[0]["input_ids"].shape[1] for s in steps))
         keys = [[sum_sq_lengths(m) for m in step] for step in steps]
         records: list[dict] = []

@@ -45,8 +45,8 @@ def measure_rp_step_costs(model: torch.nn.Module, batch_size: int, length: int, 
     Returns ``{arm: {"seconds": [...], "seconds_per_step": median, "ratio": median / Standard's median,
     "tokens_per_step": ...}}``, timed in ``steps`` interleaved rounds after ``warmup`` untimed ones.
     """
-    from repro.bench.interleave import interleaved_rounds
     from repro.methods.selfdistill import SelfDistillSpec, selfdistill_loss
+    from repro.timing import interleaved_rounds
 
     if steps < 1 or warmup < 0 or batch_size < 1 or length < 2:
         raise ValueError(f"steps={steps}, warmup={warmup}, batch_size={batch_size}, length={length}; allowed: "

@@ -1,7 +1,7 @@
 """Shared pieces of every paper's tables: the :class:`Report`, reading result records (:class:`Scores`),
 percent formatting, the scale note, the verdicts (:func:`count_verdict`, :func:`order_verdict`,
-:func:`combine_verdicts`, :func:`direction_agrees`: gaps within noise are ties, :data:`TIE`), standard
-errors and short task labels.
+:func:`combine_verdicts`, :func:`direction_agrees`: gaps within noise are ties, :data:`TIE`) and short task
+labels (standard errors: :mod:`repro.reports.noise`).
 
 A cell too short for its task reads ``n/a (min length X)``, never 0 (:meth:`Scores.why`).
 """
@@ -208,17 +208,6 @@ def direction_agrees(ours: Mapping[str, float | None], paper: Mapping[str, float
     if o == "tie":
         return TIE, f"one paper method present; {hi} and {lo} tie within noise; {note}"
     return ("yes" if o == "higher" else "no"), f"one paper method present; checked {hi} > {lo}; {note}"
-
-
-# -- noise ---------------------------------------------------------------------------------------
-def standard_error(suite, name: str, tasks: Sequence[str], length: int, part: str = "ruler") -> float | None:
-    """Evaluation standard error (percent points, one decimal) of arm ``name``'s macro average over ``tasks``
-    at ``length``: ``sqrt(sum_t var_t / n_t) / len(tasks)`` over its per-prompt scores (replicates averaged
-    per prompt; :meth:`repro.reports.noise.GapTest.arm_se`); None without rows or below two prompts a task."""
-    from repro.reports.noise import GapTest, macro
-
-    se = GapTest(suite, part, macro(tasks, length)).arm_se(name)
-    return None if se is None else round(se, 1)
 
 
 # -- labels --------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ the same prompts, so two arms' scores pair up; :func:`align` refuses when they d
 
 A :class:`GapTest` holds one headline of one part of a suite, as weights over cells (:func:`macro`,
 :func:`niah_m`): its :meth:`~GapTest.se` is what :func:`repro.reports.common.direction_agrees` and the other
-verdicts compare a gap with (``|gap| > Z * se`` is significant, anything less a tie within noise). An arm with
+verdicts compare a gap with (``|gap| > Z * se`` is significant, anything less a tie within noise), and
+:func:`standard_error` is one arm's evaluation standard error. An arm with
 training-seed replicates (:mod:`repro.reports.seeds`) enters with its per-prompt scores averaged over them
 and adds ``s^2 / k`` (its seed spread ``s`` over ``k`` seeds) to the gap's variance; single-seed arms add the
 pooled spread of the multi-seed arms of the same headline (``s^2 / 1``), nothing when no arm has several seeds.
@@ -262,6 +263,14 @@ class GapTest:
         return (how + "; widened by the training-seed spread (" +
                 ", ".join(f"{a} {s:.1f} over {k} seeds" for a, (s, k) in spread.items()) +
                 f"; single-seed arms: pooled {self.pooled_seed_std():.1f})")
+
+
+def standard_error(suite, name: str, tasks: Sequence[str], length: int, part: str = "ruler") -> float | None:
+    """Evaluation standard error (percent points, one decimal) of arm ``name``'s macro average over ``tasks``
+    at ``length``: ``sqrt(sum_t var_t / n_t) / len(tasks)`` over its per-prompt scores (replicates averaged
+    per prompt; :meth:`GapTest.arm_se`); None without rows or below two prompts a task."""
+    se = GapTest(suite, part, macro(tasks, length)).arm_se(name)
+    return None if se is None else round(se, 1)
 
 
 def task_mcnemar(suite: Mapping[str, Mapping[str, Any]], a: str, b: str, part: str, length: int,

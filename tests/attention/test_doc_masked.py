@@ -1,6 +1,7 @@
 """``sdpa_varlen`` equals transformers' dense document mask (logits and every parameter gradient, float64), never
 builds a (T, T) mask, and falls back to exactly sdpa where there is nothing to split."""
 
+import importlib.util
 from types import SimpleNamespace
 
 import pytest
@@ -9,9 +10,8 @@ import torch.nn.functional as F
 from transformers import AttentionInterface, AttentionMaskInterface, DynamicCache, LlamaConfig, LlamaForCausalLM
 
 import repro.attention.doc_masked as dm
-from repro.accel import check_attn_implementation
-from repro.attention.doc_masked import (SDPA_VARLEN, boundary_kwargs, doc_mask, register, use_doc_masked_attention,
-                                        varlen_plan, varlen_sdpa)
+from repro.attention.doc_masked import (SDPA_VARLEN, boundary_kwargs, check_attn_implementation, doc_mask, register,
+                                        use_doc_masked_attention, varlen_plan, varlen_sdpa)
 from repro.attention.spans import varlen_kwargs
 from repro.models import forward
 
@@ -153,6 +153,16 @@ def test_registration_switching_and_the_flash_boundary_kwargs():
     kw = boundary_kwargs(flash, pos)
     assert torch.equal(kw["cu_seq_lens_q"], varlen_kwargs(pos)["cu_seq_lens_q"]) and kw["max_length_q"] == T
     assert boundary_kwargs(m, pos) == {} and boundary_kwargs(_model("sdpa"), pos) == {}
+
+
+@pytest.mark.skipif(torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None,
+                    reason="flash-attn present")
+def test_flash_attention_is_refused_clearly_without_gpu():
+    assert check_attn_implementation("sdpa") == "sdpa"
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU and the flash-attn package"):
+        check_attn_implementation("flash_attention_2")
+    with pytest.raises(ValueError, match="allowed: sdpa, eager, flash_attention_2"):
+        check_attn_implementation("xformers")
 
 
 def test_forward_hands_flash_attention_the_boundaries_of_packed_rows_only():

@@ -2,15 +2,11 @@
 evaluation and notebook runs never leave a partial result that reads as finished, and their re-runs complete."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
 from repro.bench import kill as K
+from repro.bench.kill_process import run_once
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +18,7 @@ def kill_kinds(tmp_path_factory):
 def _reference(kind, root):
     ref = root / "reference"
     ref.mkdir(parents=True)
-    return ref, K.run_once(kind.command(ref), ref, ref / "log.txt")
+    return ref, run_once(kind.command(ref), ref, ref / "log.txt")
 
 
 @pytest.mark.slow
@@ -56,16 +52,11 @@ def test_killed_notebook_is_not_taken_as_finished(kill_kinds, tmp_path):
     assert trial.killed and trial.ok and not trial.partial_read, trial
 
 
-def test_checks_catch_partial_and_inconsistent_results(tmp_path):
-    """The checks themselves: a cut JSON line, a JSON that does not parse and a summary that disagrees with the
-    predictions are reported; hidden temporary entries are listed and not read."""
+def test_checks_catch_inconsistent_results(tmp_path):
+    """The readers' checks: a summary that disagrees with the predictions and a stamp without its executed notebook
+    are reported (half-written files and temporary entries: tests/bench/test_kill_process.py)."""
     out = tmp_path / "out"
     out.mkdir()
-    (out / "predictions.jsonl").write_text('{"index": 0, "task": "vt", "target_length": 256, "score": 1.0}\n{"ind')
-    (out / "summary.json").write_text('{"cells": [')
-    (out / ".summary.json.abc.tmp").write_text("{")
-    assert sorted(K.partial_files([out])) == [str(out / "predictions.jsonl"), str(out / "summary.json")]
-    assert K.temp_entries([out]) == [".summary.json.abc.tmp"]
     (out / "predictions.jsonl").write_text('{"index": 0, "task": "vt", "target_length": 256, "score": 1.0}\n')
     (out / "summary.json").write_text(json.dumps({"cells": [{"task": "vt", "length": 256, "n": 1, "accuracy": 0.0,
                                                              "se": 0.0}]}))
@@ -74,26 +65,3 @@ def test_checks_catch_partial_and_inconsistent_results(tmp_path):
     nb.mkdir()
     (nb / "positions.done.json").write_text("{}")
     assert K.notebook_consistency(nb) == ["positions.done.json without positions.ipynb"]
-
-
-def test_kill_group_reaches_grandchildren(tmp_path):
-    """SIGKILL goes to the whole process group: a grandchild (like a notebook kernel) dies too."""
-    pid_file = tmp_path / "pid"
-    code = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
-            f"time.sleep(60)']); open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)")
-    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
-    for _ in range(500):
-        if pid_file.exists() and pid_file.read_text():
-            break
-        time.sleep(0.01)
-    grandchild = int(pid_file.read_text())
-    K.kill_group(proc)
-    assert proc.returncode == -signal.SIGKILL
-    for _ in range(500):
-        try:
-            os.kill(grandchild, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.01)
-    else:
-        pytest.fail("the grandchild outlived its process group's SIGKILL")

@@ -8,8 +8,9 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from repro.attention.doc_masked import SDPA_VARLEN, register
-from repro.bench.reorder import markdown, realistic_steps, run, tiny_model, train_pass
+from repro.bench.reorder import markdown, realistic_steps, run
 from repro.bench.reorder_dist import run_distributed
+from repro.bench.reorder_model import tiny_model, train_pass
 from repro.bench.reorder_sim import ORDERS, CostModel, deal, fit_cost_model, simulate, step_time
 from repro.data.balance import sum_sq_lengths
 from repro.data.packing import lm_segment, pack_rows

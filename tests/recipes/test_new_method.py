@@ -17,7 +17,6 @@ from repro.data.packing import Segment, pack_rows
 from repro.io import read_jsonl
 from repro.methods import METHODS, register_method
 from repro.methods.registry import step_rng
-from tests.cli.conftest import text_folder, tiny_model_dir  # noqa: F401  (fixtures)
 
 NAME = "shifted_window"
 

@@ -1,11 +1,11 @@
-"""Shared report pieces: reading records, n/a cells, the order verdict, standard errors, task specs."""
+"""Shared report pieces: reading records, n/a cells, the order verdict, task specs."""
 
 import pytest
 
 from repro.profiles import get_profile
 from repro.reports import common
 from repro.tasks.summary import RULER_TASKS
-from tests.reports.records import make_suite, record, rows
+from tests.reports.records import make_suite
 
 P = get_profile("tiny")  # base window 256, target 1024, lengths 256/512/1024/2048, threshold 0.3
 
@@ -81,19 +81,6 @@ def test_order_and_combined_verdicts():
     assert common.combine_verdicts("yes", common.TIE) == "yes" and common.combine_verdicts("yes", "no") == "partly"
     assert common.combine_verdicts(common.TIE, "n/a") == common.TIE and common.combine_verdicts("n/a") == "n/a"
     assert common.combine_verdicts("no", "no") == "no" and common.combine_verdicts("partly", "yes") == "partly"
-
-
-def test_standard_error_of_a_macro_average():
-    def part(task_scores):  # one task's per-prompt scores at the target
-        return {"ruler": record([r for t, s in task_scores.items() for r in rows(t, 1024, s)])}
-
-    suite = {"a": part({"vt": [1, 0, 1, 0]}), "c": part({"vt": [1, 1, 1, 1]}),
-             "m": part({"vt": [1, 0, 1, 0], "cwe": [1, 1, 0, 0, 0, 0, 1, 1]})}
-    assert common.standard_error(suite, "a", ("vt",), 1024) == 25.0  # sqrt(0.25 / 4)
-    assert common.standard_error(suite, "c", ("vt",), 1024) == 0.0
-    assert common.standard_error(suite, "a", ("vt",), 512) is None
-    # macro average of two tasks: sqrt(0.25 / 4 + 0.25 / 8) / 2 = 15.3
-    assert common.standard_error(suite, "m", ("vt", "cwe"), 1024) == round(100 * (0.25 / 4 + 0.25 / 8) ** 0.5 / 2, 1)
 
 
 @pytest.mark.parametrize("spec,expected", [("niah_position:ordinal=first", ("niah_position", {"ordinal": "first"})),

@@ -1,4 +1,5 @@
-"""Prompts paired across arms, the paired test of a table's headline and its training-seed widening."""
+"""Prompts paired across arms, the paired test of a table's headline and its training-seed widening, one arm's standard
+error."""
 
 import math
 
@@ -113,3 +114,16 @@ def test_nonlinear_metric_and_task_mcnemar():
              "base": {"ruler": record(rows("vt", 1024, b) + rows("cwe", 1024, [0.5] * 20))}}
     out = noise.task_mcnemar(suite, "flt", "base", "ruler", 1024, ("vt", "cwe", "fwe"))
     assert list(out) == ["vt"] and out["vt"].p == pytest.approx(0.109375)
+
+
+def test_standard_error_of_a_macro_average():
+    def part(task_scores):  # one task's per-prompt scores at the target
+        return {"ruler": record([r for t, s in task_scores.items() for r in rows(t, 1024, s)])}
+
+    suite = {"a": part({"vt": [1, 0, 1, 0]}), "c": part({"vt": [1, 1, 1, 1]}),
+             "m": part({"vt": [1, 0, 1, 0], "cwe": [1, 1, 0, 0, 0, 0, 1, 1]})}
+    assert noise.standard_error(suite, "a", ("vt",), 1024) == 25.0  # sqrt(0.25 / 4)
+    assert noise.standard_error(suite, "c", ("vt",), 1024) == 0.0
+    assert noise.standard_error(suite, "a", ("vt",), 512) is None
+    # macro average of two tasks: sqrt(0.25 / 4 + 0.25 / 8) / 2 = 15.3
+    assert noise.standard_error(suite, "m", ("vt", "cwe"), 1024) == round(100 * (0.25 / 4 + 0.25 / 8) ** 0.5 / 2, 1)

@@ -14,7 +14,8 @@ import pytest
 from repro.io import atomic_dir, atomic_write_json, read_json
 from repro.stages import cache
 from repro.stages.cache import (CHECKSUM_KEY, MANIFEST, CacheIntegrityError, CacheWarning, cached_json, compute_once,
-                                lock_path, verify_stage)
+                                verify_stage)
+from repro.stages.locks import lock_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -179,10 +180,14 @@ WORKER = """
 import importlib.util, os, sys, time
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-# the cache module alone: what a stage does around its compute, without importing every stage
-spec = importlib.util.spec_from_file_location("stage_cache", {module!r})
-cache = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(cache)
+# the cache and lock modules alone: what a stage does around its compute, without importing every stage
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+load("repro.stages.locks", {locks!r})
+cache = load("stage_cache", {module!r})
 from repro.io import atomic_dir
 stage, counter, sleep = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
 with cache.compute_once(stage, "out.txt") as done:
@@ -197,7 +202,8 @@ print("RESULT", (stage / "out.txt").read_text())
 
 
 def _worker(tmp_path: Path, sleep: float, **env) -> subprocess.Popen:
-    code = WORKER.format(repo=str(REPO), module=str(REPO / "repro" / "stages" / "cache.py"))
+    code = WORKER.format(repo=str(REPO), module=str(REPO / "repro" / "stages" / "cache.py"),
+                         locks=str(REPO / "repro" / "stages" / "locks.py"))
     full = {**os.environ, "PYTHONPATH": str(REPO), **env}
     for k in ("REPRO_LOCK_WAIT", "REPRO_LOCK_TIMEOUT"):
         if k not in env:

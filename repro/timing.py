@@ -1,5 +1,5 @@
-"""Round-robin timing of several arms in one process (A B C A B C ...), so that a noisy machine slows every
-arm alike; the step benchmarks (LR-Cost, RP-Cost) compare arms by ratios within one such run."""
+"""Timing: round-robin timing of several arms in one process (A B C A B C ...), so that a noisy machine slows every
+arm alike; the step benchmarks (LR-Cost, RP-Cost, CD-Cost, PL-Tab15) compare arms by ratios within one such run."""
 
 from __future__ import annotations
 
