@@ -164,7 +164,7 @@ def step_profile(p):
 
 
 def step_methods(p, methods: Sequence[str], report: Report, workdir: Path) -> None:
-    """One optimizer step of each method on a tiny random Llama through the stages' builders."""
+    """One optimizer step of each method on a tiny random Llama through the recipes (as the stages build them)."""
     import numpy as np
 
     from repro.cli import data as cli_data

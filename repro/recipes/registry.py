@@ -88,6 +88,9 @@ class Recipe:
     setting switched off for evaluation, e.g. attention dropout)."""
     needs_anchors: Callable[[str], bool] = lambda arm: False
     """``needs_anchors(arm)``: the arm selects anchor sentences (its method needs ``Inputs.anchors``)."""
+    key_fields: Callable[[Profile, str], dict[str, Any]] = _no_overrides
+    """``key_fields(p, arm)``: what of the profile beyond ``extend`` and the base the arm's weights depend on (it
+    enters the arm's cache key in the pipeline; the papers' recipes have theirs in ``repro.stages.keys``)."""
 
     def __post_init__(self) -> None:
         if self.data not in DATA_KINDS:
@@ -103,7 +106,8 @@ RECIPES: dict[str, Recipe] = {}
 
 def register_recipe(recipe: Recipe, *, first: bool = True) -> Recipe:
     """Register ``recipe`` (replacing one of the same name). ``first``: looked up before the recipes already
-    registered (a catch-all such as the extension family registers with ``first=False``)."""
+    registered (:mod:`repro.recipes` registers the extension family first, so it is looked up last); a
+    command-line name another recipe has is refused."""
     clash = {c: r.name for r in RECIPES.values() if r.name != recipe.name for c in recipe.cli if c in r.cli}
     if clash:
         raise ValueError(f"recipe {recipe.name!r}: command-line names {sorted(clash)} already belong to "

@@ -32,6 +32,11 @@ def _spec_key(p: Profile, method: str) -> dict:
     earlier caches stay valid)."""
     from repro.methods import ExtensionSpec, extension_spec
     from repro.methods.arms import cd_arm, pl_arm, rp_arm
+    from repro.recipes import BUILTIN, recipe_of
+
+    recipe = recipe_of(method)
+    if recipe.name not in BUILTIN:  # a recipe registered beside the papers': its own fields
+        return {"recipe": recipe.name, "fields": recipe.key_fields(p, method)}
 
     if pl_arm(method) is not None:  # ProLong's own rows, RoPE base and length
         from repro.recipes.prolong import key_fields

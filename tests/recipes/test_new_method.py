@@ -21,8 +21,7 @@ from repro.methods.registry import step_rng
 NAME = "shifted_window"
 
 
-# 1. the method module
-@register_method(NAME)
+# 1. the method module (registered by the fixture below, so that no other test sees it)
 class ShiftedWindow:
     """Rows of ``target`` corpus tokens, position ids ``s .. s + target - 1`` with ``s`` drawn below ``target``."""
 
@@ -69,10 +68,11 @@ RECIPE = recipes.Recipe(NAME, owns=lambda arm: arm == NAME, method=_build, cli={
 
 @pytest.fixture
 def registered():
-    # 3. the registry line
-    recipes.register_recipe(RECIPE)
+    register_method(NAME)(ShiftedWindow)  # what @register_method(NAME) does in a method module
+    recipes.register_recipe(RECIPE)  # 3. the registry line
     yield
     recipes.unregister_recipe(NAME)
+    METHODS.pop(NAME)
 
 
 def test_a_method_defined_here_trains_through_the_command_line(registered, tiny_model_dir, text_folder, tmp_path):
@@ -116,3 +116,15 @@ def test_registering_a_clashing_command_line_name_is_refused():
     with pytest.raises(ValueError, match=r"command-line names \['flt'\] already belong to \['extension'\]"):
         recipes.register_recipe(recipes.Recipe("other", owns=lambda arm: False, method=_build, cli={"flt": "x"}))
     assert "other" not in recipes.RECIPES
+
+
+def test_the_pipeline_keys_the_new_arm_by_its_recipe(registered, monkeypatch):
+    from repro.profiles import get_profile
+    from repro.stages.keys import extension_key
+
+    p = get_profile("smoke")
+    key = extension_key(p, NAME)
+    assert key not in (extension_key(p, "flt"), extension_key(p, f"{NAME}@seed1"))
+    monkeypatch.setitem(recipes.RECIPES, NAME, RECIPE.__class__(**{**RECIPE.__dict__,
+                                                                    "key_fields": lambda p, arm: {"x": 1}}))
+    assert extension_key(p, NAME) != key  # what the recipe says its weights depend on enters the key
