@@ -111,7 +111,8 @@ def merge_pieces(pieces: Sequence[Segment]) -> Segment:
 
 def save_stream(folder, name: str, documents: Sequence[np.ndarray]) -> None:
     """Write one stream's documents into ``folder`` as ``<name>.tokens.npy`` (int32, concatenated) and
-    ``<name>.lengths.npy`` (int64): the stream folder format :func:`load_streams` reads."""
+    ``<name>.lengths.npy`` (int64). A stream folder also holds ``manifest.json`` whose ``sources`` object names its
+    streams (:func:`stream_names`); :func:`load_streams` reads the folder back."""
     from pathlib import Path
 
     folder = Path(folder)
@@ -119,12 +120,22 @@ def save_stream(folder, name: str, documents: Sequence[np.ndarray]) -> None:
     np.save(folder / f"{name}.lengths.npy", np.array([len(d) for d in documents], dtype=np.int64), allow_pickle=False)
 
 
-def load_streams(folder, names: Sequence[str], seed: int) -> list[TokenStream]:
-    """The :class:`TokenStream` of each of ``names`` in a stream folder (:func:`save_stream`), drawn with ``seed``."""
+def stream_names(folder) -> list[str]:
+    """The streams of a stream folder, in its manifest's order (the order a mixture draws them in)."""
+    from pathlib import Path
+
+    from repro.io import read_json
+
+    return list(read_json(Path(folder) / "manifest.json")["sources"])
+
+
+def load_streams(folder, seed: int, names: Sequence[str] | None = None) -> list[TokenStream]:
+    """The :class:`TokenStream` of each stream of a stream folder (``names``, default :func:`stream_names`),
+    drawn with ``seed``."""
     from pathlib import Path
 
     folder, out = Path(folder), []
-    for name in names:
+    for name in stream_names(folder) if names is None else names:
         toks = np.load(folder / f"{name}.tokens.npy", allow_pickle=False).astype(np.int64)
         ends = np.cumsum(np.load(folder / f"{name}.lengths.npy", allow_pickle=False))
         out.append(TokenStream(name, np.split(toks, ends[:-1]), seed=seed))

@@ -86,7 +86,7 @@ def arm_length(p: Profile, name: str) -> tuple[int, int]:
 
 def prolong_method(p: Profile, name: str, tokenizer, streams: Path | str | Sequence, seed: int | None = None):
     """The :class:`repro.methods.prolong.ProLongMix` of ProLong arm ``name`` (``seed``: ``extend.seed``) over
-    ``streams``: a stream folder (:func:`repro.data.streams.save_stream`, one per ``prolong.sources`` name), or
+    ``streams``: a stream folder (:func:`repro.data.streams.load_streams`; the pipeline's ``build_streams``), or
     :class:`repro.data.streams.TokenStream` objects named as ``prolong.sources`` (a user's own data)."""
     from repro.data.mixing import Mixture
     from repro.data.streams import TaskStream, load_streams
@@ -96,7 +96,7 @@ def prolong_method(p: Profile, name: str, tokenizer, streams: Path | str | Seque
     e, arm = p.extend, _arm(name)
     seed = e.seed if seed is None else seed
     if isinstance(streams, (str, Path)):
-        streams = load_streams(streams, [n for n, _ in p.prolong.sources], seed)
+        streams = load_streams(streams, seed)
     tasks = TaskStream(TASK_STREAM, RetrievalRows(tokenizer, e.train_tasks, context_weight=e.context_weight), seed)
     mixture = Mixture([*streams, tasks], arm_proportions(p, name), seed=seed)
     length, rows = arm_length(p, name)
