@@ -69,7 +69,8 @@ def rope_parameters(rope_type: str, theta: float, factor: float | None = None,
 
 def load_model(path: str | Path, rope: dict | None = None, attn_implementation: str | None = None,
                max_positions: int | None = None, overrides: dict | None = None,
-               trust_remote_code: bool = False) -> torch.nn.Module:
+               trust_remote_code: bool = False, device: str | torch.device | None = None,
+               dtype: str | torch.dtype | None = None) -> torch.nn.Module:
     """Load a causal LM from a local folder (our checkpoints) or an HF id.
 
     ``rope`` replaces ``config.rope_parameters`` (e.g. YaRN at evaluation time) and
@@ -81,6 +82,10 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
     / ``*.pth`` weights is a ValueError), code shipped with a checkpoint runs only with
     ``trust_remote_code=True``, and the architecture must be one the methods can train
     (:func:`repro.families.check_architecture`: RoPE and a forward taking ``position_ids``).
+
+    ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``; :func:`repro.devices.resolve_device`) is where the weights
+    go, ``dtype`` (``auto``: bfloat16 on CUDA, float32 on the CPU; ``float32``; ``bfloat16``) what they are loaded
+    as; None for both keeps the checkpoint's dtype on the CPU.
     """
     p = Path(path)
     if not p.exists() and (str(path).startswith((".", "/")) or "runs" in p.parts):
@@ -103,6 +108,13 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
         setattr(cfg, k, v)
     cfg.use_cache = False
     kwargs: dict = {"config": cfg, "use_safetensors": True, "trust_remote_code": trust_remote_code}
+    target = None
+    if device is not None or dtype is not None:
+        from repro.devices import resolve_device, resolve_dtype
+
+        target = resolve_device(device) if device is not None else torch.device("cpu")
+        if dtype is not None:
+            kwargs["dtype"] = resolve_dtype(dtype, target)
     if attn_implementation:
         kwargs["attn_implementation"] = check_attn_implementation(attn_implementation)
     try:
@@ -112,7 +124,7 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
             raise
         raise ValueError(_weights_error(p, e)) from e
     check_architecture(model.config, type(model))
-    return model
+    return model if target is None else model.to(target)
 
 
 PICKLED_WEIGHTS: tuple[str, ...] = ("*.bin", "*.pt", "*.pth")

@@ -10,8 +10,8 @@ import torch
 def _whole_answers(correct: torch.Tensor, groups: torch.Tensor) -> tuple[int, int]:
     """(answers whose every token is correct, answers) from per-token ``correct`` and answer ``groups`` (>= 0)."""
     n = int(groups.max()) + 1
-    wrong = torch.zeros(n, dtype=torch.long).index_add_(0, groups, (~correct).long())
-    present = torch.zeros(n, dtype=torch.long).index_add_(0, groups, torch.ones_like(groups))
+    wrong = torch.zeros(n, dtype=torch.long, device=groups.device).index_add_(0, groups, (~correct).long())
+    present = torch.zeros(n, dtype=torch.long, device=groups.device).index_add_(0, groups, torch.ones_like(groups))
     return int(((wrong == 0) & (present > 0)).sum()), int((present > 0).sum())
 
 

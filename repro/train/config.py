@@ -51,6 +51,11 @@ class TrainConfig:
     """Gradient accumulation: rows per forward/backward pass. A step's batch is split into micro-batches of this
     many rows whose gradients add up to the whole batch's (the loss stays the mean over the step's valid weighted
     target tokens, :mod:`repro.accumulation`). 0, or at least the batch's rows: the whole batch in one pass."""
+    device: str = "auto"
+    """Where the model trains (:func:`repro.devices.resolve_device`): ``auto`` (the first CUDA device when there
+    is one, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``. The trainer moves the model there before building the
+    optimizer and every batch with it; under a multi-process engine (:mod:`repro.distributed`) the engine places
+    the model and this field is not used."""
     reorder_microbatches: bool = False
     """With accumulation, run a step's micro-batches in descending order of sum of squared document lengths
     (ProLong's sort, :mod:`repro.data.balance`). The update is the same up to float summation order; the gain is
@@ -76,6 +81,11 @@ class TrainConfig:
             raise ValueError(f"max_steps={self.max_steps}; allowed: >= 1")
         if not 0 < self.lr <= 1:
             raise ValueError(f"lr={self.lr}; allowed: 0 < lr <= 1")
+        from repro.devices import DEVICE_CHOICES
+
+        kind, _, index = self.device.partition(":")
+        if self.device not in ("auto", "cpu", "cuda") and not (kind == "cuda" and index.isdigit()):
+            raise ValueError(f"device={self.device!r}; allowed: {', '.join(DEVICE_CHOICES)}")
         if self.micro_batch_size < 0:
             raise ValueError(f"micro_batch_size={self.micro_batch_size}; allowed: 0 (no accumulation) or >= 1 rows")
 

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from repro.accumulation import accumulation_scales, answer_count, merge_metrics, micro_batches, target_weight
 from repro.checkpoint_state import check_trainer_state, load_trainer_state, save_trainer_state
 from repro.data.balance import order_by_cost
+from repro.devices import model_device, resolve_device
 from repro.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_text, read_json
 from repro.lora import is_lora, save_final
 from repro.methods.protocol import Method
@@ -46,6 +47,8 @@ class Trainer:
         self.lr_scale = getattr(method, "lr_scale", None)
         self.before_step = getattr(method, "before_step", None)
         self.progress = progress
+        if accelerator is None:  # a multi-process engine places the model itself (repro.distributed.prepare)
+            model.to(resolve_device(cfg.device))
         if cfg.gradient_checkpointing:
             if not hasattr(model, "activation_checkpointing_enable"):
                 raise ValueError(f"gradient_checkpointing=True needs a transformers model; {type(model).__name__} has "
@@ -72,6 +75,8 @@ class Trainer:
         """Whether this process writes logs, checkpoints and the final model (rank 0)."""
         self.world_size = 1 if accelerator is None else accelerator.num_processes
         """Training processes (each trains its share of every step's rows)."""
+        self.device = model_device(self.model)
+        """Where the model's weights are: every batch is built there."""
 
     # -- checkpoints -----------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
@@ -197,7 +202,7 @@ class Trainer:
             if stop_after is not None and done_this_call >= stop_after:
                 raise Interrupted(self.step)
             t0 = time.perf_counter()
-            batch = {k: torch.as_tensor(v) for k, v in self.method.batch(self.step).items()}
+            batch = {k: torch.as_tensor(v, device=self.device) for k, v in self.method.batch(self.step).items()}
             lr = self._set_lr()
             if self.before_step is not None:
                 self.before_step(self.step, lr)
