@@ -82,8 +82,10 @@ def _order(specs: Sequence[NotebookSpec], only: str | None, paper: str = ALL) ->
 
 def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bool = False,
               run_dir: str | Path = "runs", figures_dir: str | Path | None = None,
-              notebooks_dir: str | Path | None = None, log=print, paper: str = ALL) -> dict[str, dict]:
-    """Run the pipeline for ``profile``; returns per-notebook status and seconds.
+              notebooks_dir: str | Path | None = None, log=print, paper: str = ALL, device: str = "",
+              dtype: str = "") -> dict[str, dict]:
+    """Run the pipeline for ``profile``; returns per-notebook status and seconds. ``device`` / ``dtype`` replace
+    the profile's ``run.device`` / ``run.dtype`` when given (every notebook builds its profile with them).
 
     ``paper`` (``all`` or one of :data:`repro.papers.PAPERS`) runs only the notebooks that serve that
     paper, and each of them only the stages and tables of that paper (plus the shared testbed).
@@ -93,7 +95,7 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
     from repro.stages.locks import file_stamp, stage_lock
 
     check_paper(paper)
-    p = get_profile(profile)
+    p = get_profile(profile, device, dtype)
     run_dir = Path(run_dir).resolve()
     figures_dir = Path(figures_dir).resolve() if figures_dir else default_figures_dir(profile)
     nb_dir = Path(notebooks_dir) if notebooks_dir else REPO / "notebooks"
@@ -102,7 +104,7 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
     keys: dict[str, str] = {}
     src = source_hash()
     for s in specs:  # keys of every notebook, so --only sees its deps' keys
-        params = _params(p.name, run_dir, figures_dir, False, paper)
+        params = _params(p.name, run_dir, figures_dir, False, paper, device, dtype)
         keys[s.name] = config_hash({"nb": hashlib.sha256((nb_dir / f"{s.name}.ipynb").read_bytes()).hexdigest(),
                                     "params": params, "profile": p, "src": src,
                                     "deps": [keys[d] for d in s.deps if d in keys]})
@@ -123,7 +125,8 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
             t0 = time.perf_counter()
             tmp = out_dir / f".{s.name}.running.ipynb"
             pm.execute_notebook(str(nb_dir / f"{s.name}.ipynb"), str(tmp), kernel_name="python3",
-                                parameters=_params(p.name, run_dir, figures_dir, force, paper), cwd=str(nb_dir),
+                                parameters=_params(p.name, run_dir, figures_dir, force, paper, device, dtype),
+                                cwd=str(nb_dir),
                                 progress_bar=False, log_output=False)
             atomic_write_text(executed, _stable_cell_ids(tmp.read_text(encoding="utf-8")))
             tmp.unlink()
@@ -164,9 +167,10 @@ def _cached(stamp: Path, executed: Path, key: str, log) -> bool:
     return True
 
 
-def _params(profile: str, run_dir: Path, figures_dir: Path, force: bool, paper: str) -> dict:
+def _params(profile: str, run_dir: Path, figures_dir: Path, force: bool, paper: str, device: str = "",
+            dtype: str = "") -> dict:
     return {"profile": profile, "run_dir": str(run_dir), "figures_dir": str(figures_dir), "force": force,
-            "paper": paper}
+            "paper": paper, "device": device, "dtype": dtype}
 
 
 INJECTED_CELL_ID = "injected-parameters"

@@ -45,7 +45,7 @@ def _documented_fields(cls) -> set[str]:
 @pytest.mark.parametrize("cls", [profiles.CorpusConfig, profiles.TokenizerConfig, profiles.ModelConfig,
                                  profiles.BaseTrainConfig, profiles.ExtendConfig, profiles.EvalConfig,
                                  profiles.LongRecipeConfig, profiles.SelfDistillConfig, profiles.CDTConfig,
-                                 profiles.ProLongConfig, Profile])
+                                 profiles.ProLongConfig, profiles.RunConfig, Profile])
 def test_every_field_is_documented_and_frozen(cls):
     names = {f.name for f in dataclasses.fields(cls)}
     assert names == _documented_fields(cls)
@@ -57,7 +57,21 @@ def test_every_section_of_a_profile_is_a_documented_settings_class():
     assert set(sections.values()) == {profiles.CorpusConfig, profiles.TokenizerConfig, profiles.ModelConfig,
                                       profiles.BaseTrainConfig, profiles.ExtendConfig, profiles.EvalConfig,
                                       profiles.LongRecipeConfig, profiles.SelfDistillConfig, profiles.CDTConfig,
-                                      profiles.ProLongConfig}
+                                      profiles.ProLongConfig, profiles.RunConfig}
+
+
+def test_the_run_section_names_the_device_and_is_in_no_cache_key():
+    from repro.stages.keys import base_key, extension_key
+
+    tiny, paper = get_profile("tiny"), get_profile("paper")
+    assert (tiny.run.device, tiny.run.dtype) == ("auto", "auto") and (paper.run.device, paper.run.dtype) == (
+        "cuda", "bfloat16")
+    moved = tiny.override(run={"device": "cuda:1", "dtype": "bfloat16"})
+    assert base_key(moved) == base_key(tiny) and extension_key(moved, "rp_skip") == extension_key(tiny, "rp_skip")
+    with pytest.raises(ValueError, match=r"run.device='tpu'; allowed: auto, cpu, cuda, cuda:N"):
+        tiny.override(run={"device": "tpu"})
+    with pytest.raises(ValueError, match=r"run.dtype='float16'; allowed: auto, float32, bfloat16"):
+        tiny.override(run={"dtype": "float16"})
 
 
 def test_arm_names_repeated_in_the_profiles_agree_with_the_arm_tables():

@@ -46,7 +46,8 @@ def manual_step(p: Profile) -> float:
 
 
 def cd_record(path: str | Path, p: Profile, progress: bool = True) -> dict:
-    """The analysis record of the model folder ``path`` (with its tokenizer) under ``p``'s CDT settings:
+    """The analysis record of the model folder ``path`` (with its tokenizer) under ``p``'s CDT settings, on
+    ``p.run``'s device and dtype:
     ``correct`` per sample, ``types`` per sample, ``scores`` (per sample), ``manual`` (CD-Fig4 per sample),
     ``sweep`` (CD-Fig8 rows), ``step`` (the manual denoising's step size)."""
     from tqdm.auto import tqdm
@@ -57,7 +58,7 @@ def cd_record(path: str | Path, p: Profile, progress: bool = True) -> dict:
     from repro.models import load_model
 
     cd, step = p.cdt, manual_step(p)
-    model = load_model(path).eval()
+    model = load_model(path, **p.run.load_kwargs()).eval()
     tok = load_tokenizer(path)
     samples = analysis_samples(p, tok)
     hops = int(cd.task.split("_")[1])

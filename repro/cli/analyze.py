@@ -18,7 +18,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from repro.cli.common import CLIError, load_tokenizer_from, model_dir, output_dir, positive_float, positive_int
+from repro.cli.common import (CLIError, add_device_args, device_args, load_tokenizer_from, model_dir, output_dir,
+                              positive_float, positive_int)
 from repro.cli.data import DATA_KINDS
 
 ANALYSES: tuple[str, ...] = ("ig", "attention-distance", "tokens")
@@ -38,6 +39,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
         k.add_argument("--samples", type=positive_int, default=4, help="prompts or texts analysed (default 4)")
         k.add_argument("--length", type=positive_int, default=256, help="tokens per prompt or text (default 256)")
         k.add_argument("--no-progress", action="store_true", help="no progress bar")
+        add_device_args(k, "weights' dtype: auto (bfloat16 on CUDA, float32 on the CPU), float32 or bfloat16")
         if name == "ig":
             k.add_argument("--profile", default="tiny", help=f"CDT settings from: {', '.join(PROFILES)}")
             k.add_argument("--top-k", type=positive_int, default=None, help="top-k of FR and the detectors")
@@ -76,7 +78,9 @@ def ig(args: argparse.Namespace, out: Path) -> dict:
     try:
         p = get_profile(args.profile)
         cdt = {"analysis_samples": args.samples, **({"top_k": args.top_k} if args.top_k else {})}
-        p = scaled_profile(p, max(p.extend.target_window, args.length), base_window=args.length, cdt=cdt)
+        device, dtype = device_args(args)
+        p = scaled_profile(p, max(p.extend.target_window, args.length), base_window=args.length, cdt=cdt,
+                           run={"device": device, "dtype": dtype})
     except ValueError as e:
         raise CLIError(str(e)) from e
     output_dir(out)
@@ -91,6 +95,7 @@ def attention_distance(args: argparse.Namespace, out: Path) -> dict:
 
     path = model_dir(args.model)
     tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
+    device, dtype = device_args(args)
     queries = args.queries or max(8, min(256, args.length // 16))
     try:
         cfg = AttentionDistanceConfig(queries=queries, samples=args.samples, bins=args.bins).check(args.length)
@@ -98,7 +103,8 @@ def attention_distance(args: argparse.Namespace, out: Path) -> dict:
         raise CLIError(str(e)) from e
     texts = _texts(args, tok)
     return {"analysis": "attention-distance",
-            **model_distances(path, texts, args.length, cfg, tokenizer=tok, progress=not args.no_progress)}
+            **model_distances(path, texts, args.length, cfg, tokenizer=tok, progress=not args.no_progress,
+                              device=device, dtype=dtype)}
 
 
 def tokens(args: argparse.Namespace, out: Path) -> dict:
@@ -112,8 +118,9 @@ def tokens(args: argparse.Namespace, out: Path) -> dict:
         raise CLIError(f"--fraction {args.fraction}; allowed: 0 < --fraction <= 1")
     tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
     texts = _texts(args, tok)
-    base = load_model(base_path, max_positions=args.length).eval()
-    ext = load_model(path, max_positions=args.length).eval()
+    device, dtype = device_args(args)
+    base = load_model(base_path, max_positions=args.length, device=device, dtype=dtype).eval()
+    ext = load_model(path, max_positions=args.length, device=device, dtype=dtype).eval()
     res = analyse(base, ext, tok, texts, args.length, fraction=args.fraction, tagger=None if args.pos else False,
                   progress=not args.no_progress, min_count=args.min_count)
     anchors = [int(a) for a in res.anchors]

@@ -131,3 +131,26 @@ def output_dir(path: str | Path) -> Path:
         raise CLIError(f"--out {str(path)!r} is a file; allowed: a folder (created when missing)")
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def add_device_args(parser: argparse.ArgumentParser, dtype_help: str) -> None:
+    """``--device`` and ``--dtype`` (checked by :func:`device_args`)."""
+    parser.add_argument("--device", default="auto",
+                        help="auto (the first CUDA device when there is one, else the CPU), cpu, cuda or cuda:N")
+    parser.add_argument("--dtype", default="auto", help=dtype_help)
+
+
+def device_args(args: argparse.Namespace) -> tuple[str, str]:
+    """``(device, dtype)`` of ``--device`` / ``--dtype`` as given, once checked: a :class:`CLIError` naming a bad
+    value (or a CUDA device this machine lacks)."""
+    from repro.devices import resolve_device, resolve_dtype
+
+    try:
+        device = resolve_device(args.device)
+    except ValueError as e:
+        raise CLIError(f"--{e}".replace("--device=", "--device ")) from e
+    try:
+        resolve_dtype(args.dtype, device)
+    except ValueError as e:
+        raise CLIError(f"--{e}".replace("--dtype=", "--dtype ")) from e
+    return args.device, args.dtype

@@ -157,6 +157,12 @@ def step_profile(p):
             sections["prolong"] = {"sources": PL_SOURCES}
             notes.append("ProLong streams -> built-in corpus:*")
     sections.setdefault("prolong", {})["long_threshold"] = 0
+    if p.run.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            sections["run"] = {"device": "cpu", "dtype": "float32"}
+            notes.append(f"run.device {p.run.device} -> cpu (no CUDA device here)")
     if p.extend.deepspeed_config:
         notes.append("DeepSpeed -> single process")
     q = scaled_profile(p, STEP_TARGET, base_window=STEP_BASE_WINDOW, batch_size=STEP_BATCH, steps=1, **sections)

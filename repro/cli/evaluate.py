@@ -19,8 +19,8 @@ import json
 import math
 from pathlib import Path
 
-from repro.cli.common import (CLIError, csv_of, load_cli_model, load_tokenizer_from, model_dir, output_dir,
-                              positive_int)
+from repro.cli.common import (CLIError, add_device_args, csv_of, device_args, load_cli_model, load_tokenizer_from,
+                              model_dir, output_dir, positive_int)
 
 EXCERPT = 200
 """Characters kept from each end of a prompt in ``input``."""
@@ -46,6 +46,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     e.add_argument("--trust-remote-code", action="store_true",
                    help="run model code shipped in the model folder (off: only transformers' own architectures)")
+    add_device_args(e, "weights' dtype: auto (bfloat16 on CUDA, float32 on the CPU), float32 or bfloat16")
     return e
 
 
@@ -144,7 +145,9 @@ def main(args: argparse.Namespace) -> int:
     out = output_dir(args.out)
     for stale in ("summary.json", "summary.md"):  # a summary marks a finished evaluation: none until this one is
         (out / stale).unlink(missing_ok=True)
-    model = load_cli_model(path, args.trust_remote_code, max_positions=max(args.lengths) + 256).eval()
+    device, dtype = device_args(args)
+    model = load_cli_model(path, args.trust_remote_code, max_positions=max(args.lengths) + 256, device=device,
+                           dtype=dtype).eval()
     rows, skipped = predictions(model, tok, args.tasks, args.lengths, args.depths, args.samples, args.seed,
                                 args.batch_size, not args.no_progress)
     cells = summarize(rows)

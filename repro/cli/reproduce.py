@@ -28,6 +28,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="--dry-run: comma-separated methods to step (default: all of them)")
     r.add_argument("--no-engine", action="store_true",
                    help="--dry-run: skip the step through the profile's DeepSpeed config (a process of its own)")
+    r.add_argument("--device", default="", help="where the stages train and evaluate: auto, cpu, cuda or cuda:N "
+                   "(default: the profile's run.device; paper: cuda, the others auto)")
+    r.add_argument("--dtype", default="", help="evaluation and analysis weights: auto, float32 or bfloat16 "
+                   "(default: the profile's run.dtype; paper: bfloat16)")
     return r
 
 
@@ -36,6 +40,10 @@ def main(args: argparse.Namespace) -> int:
     from repro.profiles import PROFILES
 
     choice(args.profile, tuple(PROFILES), "profile")
+    if args.device or args.dtype:
+        from repro.cli.common import device_args
+
+        device_args(argparse.Namespace(device=args.device or "auto", dtype=args.dtype or "auto"))
     if args.dry_run:
         from repro.cli.dry_run import dry_run
 
@@ -46,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         status = reproduce(args.profile, only=args.only, force=args.force, run_dir=args.run_dir,
-                           figures_dir=args.figures_dir, paper=args.paper)
+                           figures_dir=args.figures_dir, paper=args.paper, device=args.device, dtype=args.dtype)
     except ValueError as e:
         raise CLIError(str(e)) from e
     total = time.perf_counter() - t0

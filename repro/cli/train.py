@@ -17,8 +17,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.cli.common import (CLIError, choice, load_cli_model, load_tokenizer_from, model_dir, output_dir,
-                              positive_float, positive_int)
+from repro.cli.common import (CLIError, add_device_args, choice, device_args, load_cli_model, load_tokenizer_from,
+                              model_dir, output_dir, positive_float, positive_int)
 from repro.cli.data import DATA_KINDS
 
 MAX_TARGET = 1 << 20
@@ -67,6 +67,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="run model code shipped in the model folder (off: only transformers' own architectures)")
     t.add_argument("--gradient-checkpointing", action="store_true",
                    help="recompute decoder layers in the backward pass (less activation memory)")
+    add_device_args(t, "the forward's precision: auto (bfloat16 autocast on CUDA; on the CPU the method's own "
+                       "setting), float32, or bfloat16 (autocast; the weights and optimizer stay float32)")
     return t
 
 
@@ -112,6 +114,7 @@ def check_args(args: argparse.Namespace) -> None:
     if args.anchors is not None and not Path(args.anchors).is_file():
         raise CLIError(f"--anchors {args.anchors!r} does not exist; allowed: a JSON file of token ids")
     parse_data_spec(args.data)
+    device_args(args)
     model_dir(args.model)
 
 
@@ -147,7 +150,8 @@ def run_profile(args: argparse.Namespace):
     try:
         return scaled_profile(get_profile(args.profile), args.target, base_window=args.base_window,
                               batch_size=args.batch_size, steps=args.steps, lr=args.lr, seed=args.seed,
-                              extend={"threads": 0, "checkpoint_every": args.checkpoint_every})
+                              extend={"threads": 0, "checkpoint_every": args.checkpoint_every},
+                              run={"device": args.device, "dtype": args.dtype})
     except ValueError as e:
         raise CLIError(str(e)) from e
 
@@ -208,6 +212,8 @@ def build_trainer(args: argparse.Namespace) -> TrainRun:
     from repro.train import Trainer
 
     check_args(args)
+    from repro.devices import resolve_device
+
     arm = recipes.cli_methods()[args.method]
     out = Path(args.out or f"runs/train-{args.method}-{args.target}")
     if (out / "final" / "config.json").exists():
@@ -243,9 +249,11 @@ def build_trainer(args: argparse.Namespace) -> TrainRun:
         except ValueError as e:
             raise CLIError(f"--lora-targets/--lora-trainable: {e}") from e
     cfg = recipes.train_config(p, arm)
-    if args.gradient_checkpointing:
-        from dataclasses import replace
+    from dataclasses import replace
 
+    if args.dtype != "auto" or resolve_device(args.device).type == "cuda":  # bf16 autocast on CUDA by default
+        cfg = replace(cfg, bf16=args.dtype != "float32")
+    if args.gradient_checkpointing:
         cfg = replace(cfg, gradient_checkpointing=True)
     accelerator = make_run_accelerator(args, p.extend.batch_size)
     if accelerator is None or accelerator.is_main_process:

@@ -7,6 +7,7 @@ validates ranges so a bad value fails before any work starts.
   extension, evaluation grid) and the task lists they default to;
 - :mod:`repro.profiles.longrecipe`, :mod:`~repro.profiles.selfdistill`, :mod:`~repro.profiles.cdt`,
   :mod:`~repro.profiles.prolong`: one module per paper's own settings;
+- :mod:`repro.profiles.run`: where the stages run (device, precision);
 - :mod:`repro.profiles.profile`: the :class:`Profile` (one field per section) and its ``override``;
 - :mod:`repro.profiles.validation`: every range and cross-field check;
 - :mod:`repro.profiles.registry`: ``smoke``, ``tiny`` and ``paper``, the one place profiles are registered.
@@ -19,6 +20,7 @@ from repro.profiles.longrecipe import LongRecipeConfig
 from repro.profiles.profile import Profile
 from repro.profiles.prolong import PL_ARM_NAMES, PL_MIX, PL_SOURCES, ProLongConfig
 from repro.profiles.registry import DESCRIPTIONS, PAPER, PROFILES, SMOKE, TINY, get_profile
+from repro.profiles.run import RunConfig
 from repro.profiles.selfdistill import RP_ABLATION_ARMS, RP_MAIN_ARMS, SelfDistillConfig
 from repro.profiles.testbed import (BASE_TASK_WEIGHTS, BASE_TRAIN_TASKS, EXTEND_RUN_FIELDS, REPLICATE_SEED_STRIDE,
                                     SUITE_TASKS, TRAIN_TASKS, BaseTrainConfig, CorpusConfig, EvalConfig, ExtendConfig,
@@ -29,6 +31,6 @@ __all__ = [
     "BASE_TASK_WEIGHTS", "BASE_TRAIN_TASKS", "CD_MEM_LENGTHS", "DESCRIPTIONS", "EXTEND_RUN_FIELDS", "PAPER",
     "PL_ARM_NAMES", "PL_MIX", "PL_SOURCES", "PROFILES", "REPLICATE_SEED_STRIDE", "RP_ABLATION_ARMS", "RP_MAIN_ARMS",
     "SMOKE", "SUITE_TASKS", "TINY", "TRAIN_TASKS", "BaseTrainConfig", "CDTConfig", "CorpusConfig", "EvalConfig",
-    "ExtendConfig", "LongRecipeConfig", "ModelConfig", "ProLongConfig", "Profile", "SelfDistillConfig",
+    "ExtendConfig", "LongRecipeConfig", "ModelConfig", "ProLongConfig", "Profile", "RunConfig", "SelfDistillConfig",
     "TokenizerConfig", "get_profile", "validate",
 ]

@@ -9,6 +9,7 @@ from typing import Any
 from repro.profiles.cdt import CDTConfig
 from repro.profiles.longrecipe import LongRecipeConfig
 from repro.profiles.prolong import ProLongConfig
+from repro.profiles.run import RunConfig
 from repro.profiles.selfdistill import SelfDistillConfig
 from repro.profiles.testbed import (BaseTrainConfig, CorpusConfig, EvalConfig, ExtendConfig, ModelConfig,
                                     TokenizerConfig)
@@ -41,6 +42,8 @@ class Profile:
     """Context Denoising Training arms, its analysis model and analyses."""
     prolong: ProLongConfig = field(default_factory=ProLongConfig)
     """ProLong's data recipe, its ablations and the training-efficiency stack."""
+    run: RunConfig = field(default_factory=RunConfig)
+    """Where the stages run: device and precision (in no cache key)."""
 
     def override(self, **sections: dict[str, Any]) -> "Profile":
         """A copy with fields replaced, e.g. ``p.override(extend={"steps": 10})``."""

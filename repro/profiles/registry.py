@@ -7,6 +7,7 @@ from repro.profiles.cdt import CDTConfig
 from repro.profiles.longrecipe import LongRecipeConfig
 from repro.profiles.profile import Profile
 from repro.profiles.prolong import ProLongConfig
+from repro.profiles.run import RunConfig
 from repro.profiles.selfdistill import SelfDistillConfig
 from repro.profiles.testbed import (BaseTrainConfig, CorpusConfig, EvalConfig, ExtendConfig, ModelConfig,
                                     TokenizerConfig)
@@ -69,10 +70,12 @@ PAPER = Profile(
     prolong=ProLongConfig(sources=(("code", "folder:data/code_repos"), ("books", "folder:data/books"),
                                    ("short", "hf_disk:data/shortmix")), long_threshold=65_536, task_share=0.0,
                           replicate_arms=(), eval_samples=50, heldout_docs=64),
+    run=RunConfig(device="cuda", dtype="bfloat16"),
 )
 """LongRecipe Table 6 (Llama3-8B-Instruct, 80K target): 24K-token samples for the
 position-transform methods, dynamic-NTK factor 10 (RoPE base 48.9M), batch 96,
-104 steps, lr 5e-5, bf16, DeepSpeed; needs GPUs and the model weights."""
+104 steps, lr 5e-5, bf16, DeepSpeed; needs GPUs (``run.device="cuda"``: on a machine without one it stops with an
+error rather than training on the CPU) and the model weights."""
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (SMOKE, TINY, PAPER)}
 
@@ -84,8 +87,10 @@ DESCRIPTIONS: dict[str, str] = {
 
 
 
-def get_profile(name: str) -> Profile:
-    """The named profile, validated; unknown names list the allowed ones."""
+def get_profile(name: str, device: str = "", dtype: str = "") -> Profile:
+    """The named profile, validated; unknown names list the allowed ones. ``device`` / ``dtype`` replace
+    ``run.device`` / ``run.dtype`` when given (the ``reproduce`` command's ``--device`` / ``--dtype``)."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; allowed: {', '.join(PROFILES)}")
-    return validate(PROFILES[name])
+    run = {k: v for k, v in (("device", device), ("dtype", dtype)) if v}
+    return PROFILES[name].override(run=run) if run else validate(PROFILES[name])

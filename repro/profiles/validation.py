@@ -11,6 +11,7 @@ import math
 from typing import TYPE_CHECKING
 
 from repro.profiles.prolong import PL_ARM_NAMES
+from repro.profiles.run import validate_run
 
 if TYPE_CHECKING:
     from repro.profiles.cdt import CDTConfig
@@ -32,6 +33,7 @@ def validate(p: Profile) -> Profile:
     _validate_selfdistill(p.selfdistill, p.extend)
     _validate_cdt(p.cdt)
     _validate_prolong(p)
+    validate_run(p.run)
     e, ev = p.extend, p.eval
     if e.target_window not in ev.lengths:
         raise ValueError(f"extend.target_window={e.target_window} must be one of eval.lengths={ev.lengths}")

@@ -98,7 +98,7 @@ def task_train_config(p: Profile):
     cd, e = p.cdt, p.extend
     return TrainConfig(max_steps=cd.task_steps, lr=cd.task_lr, warmup_steps=e.warmup_steps,
                        min_lr_ratio=e.min_lr_ratio, grad_clip=e.grad_clip, bf16=e.bf16, threads=e.threads,
-                       checkpoint_every=cd.task_curve_every, keep_checkpoints=10**6, seed=e.seed)
+                       checkpoint_every=cd.task_curve_every, keep_checkpoints=10**6, seed=e.seed, device=p.run.device)
 
 
 RECIPE = Recipe("cdt", owns, _method, cli={"cdt": "cdt"}, model_settings=model_settings, train_config=train_config,

@@ -171,8 +171,9 @@ def model_settings(p: Profile, arm: str) -> dict[str, Any]:
 
 
 def train_config(p: Profile, arm: str, **overrides: Any):
-    """The arm's :class:`repro.train.TrainConfig`; ``overrides`` replace fields (``max_steps`` too)."""
-    return recipe_of(arm).train_config(p, arm, **overrides)
+    """The arm's :class:`repro.train.TrainConfig` on the profile's device (``run.device``); ``overrides`` replace
+    fields (``max_steps`` too)."""
+    return recipe_of(arm).train_config(p, arm, **{"device": p.run.device, **overrides})
 
 
 def trained_steps(p: Profile, arm: str) -> int:

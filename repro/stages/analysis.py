@@ -50,8 +50,8 @@ def impactful_tokens(profile: Profile | str, run_dir: str | Path = "runs", force
     with compute_once(out, "summary.json", force) as done:
         if done is None:
             t0 = time.perf_counter()
-            base = load_model(train_base(p, run_dir, progress=progress)).eval()
-            ext = load_model(train_arm(p, "flt", run_dir, progress=progress)).eval()
+            base = load_model(train_base(p, run_dir, progress=progress), **p.run.load_kwargs()).eval()
+            ext = load_model(train_arm(p, "flt", run_dir, progress=progress), **p.run.load_kwargs()).eval()
             tok = get_tokenizer(p, run_dir)
             res = ta.analyse(base, ext, tok, analysis_texts(p, run_dir), p.extend.target_window,
                              fraction=lr.top_fraction, tagger=ta.load_tagger(), progress=progress,

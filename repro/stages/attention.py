@@ -27,13 +27,14 @@ _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$")
 
 def model_distances(path: str | Path, texts: Sequence[str], length: int, cfg: AttentionDistanceConfig,
                     tokenizer=None, cache_file: str | Path | None = None, force: bool = False,
-                    progress: bool = True, label: str | None = None) -> dict:
-    """:func:`repro.analysis.distance_records.model_distances`, cached at ``cache_file`` when given."""
+                    progress: bool = True, label: str | None = None, device=None, dtype=None) -> dict:
+    """:func:`repro.analysis.distance_records.model_distances` (on ``device`` as ``dtype``), cached at
+    ``cache_file`` when given."""
     from repro.analysis import distance_records
 
     def compute() -> dict:
         return distance_records.model_distances(path, texts, length, cfg, tokenizer=tokenizer, progress=progress,
-                                                label=label)
+                                                label=label, device=device, dtype=dtype)
 
     if len(texts) < cfg.samples:
         raise ValueError(f"{len(texts)} texts; allowed: at least samples={cfg.samples}")
@@ -85,5 +86,6 @@ def checkpoint_distances(profile: Profile | str, names: Sequence[str] = RP_CHECK
                                  "tokenizer": "own" if own else "profile"})
         tok = None if own else get_tokenizer(p, run_dir)
         records[name] = model_distances(ckpt, texts, length, cfg, tokenizer=tok, label=name, force=force,
+                                        **p.run.load_kwargs(),
                                         cache_file=eval_path(run_dir, p, f"attn-{name}-{key}"), progress=progress)
     return {"records": records, "missing": missing}

@@ -36,7 +36,7 @@ def train_base(profile: Profile | str, run_dir: str | Path = "runs", force: bool
                            p.base.seed)
         method = get_method("base_curriculum", cfg=p.base, tokenizer=tok, corpus=corpus.rows(weight=p.base.lm_weight),
                             vocab_size=len(tok))
-        cfg = TrainConfig.from_section(p.base, method.max_steps(), schedule="constant")
+        cfg = TrainConfig.from_section(p.base, method.max_steps(), schedule="constant", device=p.run.device)
         final = Trainer(model, method, cfg, out, progress=progress).train()
         tok.save_pretrained(final)
         return final

@@ -58,7 +58,7 @@ def cd_curve(profile: Profile | str, run_dir: str | Path = "runs", force: bool =
                                          "window": p.base.window})
 
             def compute(path=path) -> dict:
-                model = load_model(path).eval()
+                model = load_model(path, **p.run.load_kwargs()).eval()
                 tok = load_tokenizer(final)
                 samples = analysis_samples(p, tok)
                 correct = answers_correct(model, tok, samples, int(cd.task.split("_")[1]), cd.analysis_pool)
@@ -121,7 +121,7 @@ def cd_attention_maps(profile: Profile | str, names: tuple[str, ...] = ("rp_stan
                                                                                   cd.analysis_pool, target]})
 
         def compute(ckpt=ckpt) -> dict:
-            model = load_model(ckpt).eval()
+            model = load_model(ckpt, **p.run.load_kwargs()).eval()
             tok = get_tokenizer(p, run_dir)
             samples = typed_samples(tok, target, cd.map_samples, key_pool=cd.analysis_pool, seed0=10_000)
             maps, crit = [], []

@@ -46,7 +46,8 @@ def evaluate_checkpoint(profile: Profile | str, name: str, tasks: tuple[str, ...
     key = stage_key("eval", {"ckpt": checkpoint_id(ckpt, run_dir), "grid": grid, "rope": rope})
 
     def compute() -> dict:
-        model = load_model(ckpt, rope=rope, max_positions=max(*p.eval.lengths, *grid.lengths) * 2)
+        model = load_model(ckpt, rope=rope, max_positions=max(*p.eval.lengths, *grid.lengths) * 2,
+                           **p.run.load_kwargs())
         tok = load_tokenizer(ckpt) if (ckpt / "tokenizer.json").exists() else get_tokenizer(p, run_dir)
         t0 = time.perf_counter()
         skipped: list[dict] = []
@@ -126,7 +127,7 @@ def short_lm_loss(profile: Profile | str, name: str, run_dir: str | Path = "runs
 
     def compute() -> dict:
         windows, source = short_lm_windows(p, run_dir)
-        model = load_model(ckpt).eval()
+        model = load_model(ckpt, **p.run.load_kwargs()).eval()
         total, count = 0.0, 0
         with torch.no_grad():
             for toks in windows:
@@ -210,7 +211,7 @@ def long_doc_ppl(profile: Profile | str, name: str, run_dir: str | Path = "runs"
 
     def compute() -> dict:
         docs = _long_docs(p, run_dir, n, target)
-        model = load_model(ckpt).eval()
+        model = load_model(ckpt, **p.run.load_kwargs()).eval()
         total, count, per_doc = 0.0, 0, []
         with torch.no_grad():
             for d in docs:
@@ -246,7 +247,7 @@ def longppl_scores(profile: Profile | str, name: str, run_dir: str | Path = "run
                                  "target": target})
 
     def keys() -> dict:
-        model = load_model(evaluator).eval()
+        model = load_model(evaluator, **p.run.load_kwargs()).eval()
         return {"evaluator": cd.longppl_evaluator,
                 "masks": [key_tokens(model, torch.as_tensor(d)[None], cfg)[0].tolist() for d in docs]}
 
@@ -255,7 +256,7 @@ def longppl_scores(profile: Profile | str, name: str, run_dir: str | Path = "run
     key = stage_key("longppl", {"ckpt": checkpoint_id(ckpt, run_dir), "keys": kkey})
 
     def compute() -> dict:
-        model = load_model(ckpt).eval()
+        model = load_model(ckpt, **p.run.load_kwargs()).eval()
         rows = [longppl(model, torch.as_tensor(d)[None], torch.as_tensor(m)[None])["rows"][0]
                 for d, m in zip(docs, masks)]
         return {"checkpoint": str(ckpt), "evaluator": cd.longppl_evaluator, "docs": rows, **aggregate(rows)}

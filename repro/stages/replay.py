@@ -56,7 +56,8 @@ def train_replay(profile: Profile | str, method: str, run_dir: str | Path = "run
         m = replay_method(p, tok, corpus)
         e = p.extend
         cfg = TrainConfig.from_section(e, steps, lr=e.lr * p.longrecipe.replay_lr_ratio, warmup_steps=0,
-                                       schedule="cosine", min_lr_ratio=0.1, checkpoint_every=0, seed=m.cfg.seed)
+                                       schedule="cosine", min_lr_ratio=0.1, checkpoint_every=0, seed=m.cfg.seed,
+                                       device=p.run.device)
         out.mkdir(parents=True, exist_ok=True)  # the plan is written first, so a finished stage always has it
         atomic_write_json(out / "replay.json", {"from": checkpoint_id(ext, run_dir), "steps": steps, "lr": cfg.lr,
                                                 "extension_tokens": extension_tokens(ext)})

@@ -1,0 +1,39 @@
+"""Where a profile runs: the device and the precision of every stage (:class:`RunConfig`). Not part of any
+cache key: the same settings give the same results on any device, up to its floating-point arithmetic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEVICES = ("auto", "cpu", "cuda", "cuda:N")
+"""What ``run.device`` takes (``cuda:N``: the N-th GPU)."""
+DTYPES = ("auto", "float32", "bfloat16")
+"""What ``run.dtype`` takes."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The device and precision of the pipeline's stages (and the command line's ``--device`` / ``--dtype``)."""
+
+    device: str = "auto"
+    """Where models train and are evaluated: ``auto`` (the first CUDA device when there is one, else the CPU),
+    ``cpu``, ``cuda`` or ``cuda:N``. Training moves the model there (``TrainConfig.device``); evaluations and
+    analyses load it there."""
+    dtype: str = "auto"
+    """The weights' dtype for evaluation and analyses: ``auto`` (bfloat16 on CUDA, float32 on the CPU),
+    ``float32`` or ``bfloat16``. Training keeps float32 weights with bf16 autocast where its section asks for
+    it (``extend.bf16``, ``selfdistill.bf16``)."""
+
+    def load_kwargs(self) -> dict[str, str]:
+        """``device`` and ``dtype`` for :func:`repro.models.load_model`."""
+        return {"device": self.device, "dtype": self.dtype}
+
+
+def validate_run(r: RunConfig) -> None:
+    """``run.device`` and ``run.dtype`` are among the allowed values (a CUDA device need not exist here: a
+    profile is checked on any machine)."""
+    kind, _, index = r.device.partition(":")
+    if r.device not in DEVICES[:3] and not (kind == "cuda" and index.isdigit()):
+        raise ValueError(f"run.device={r.device!r}; allowed: {', '.join(DEVICES)}")
+    if r.dtype not in DTYPES:
+        raise ValueError(f"run.dtype={r.dtype!r}; allowed: {', '.join(DTYPES)}")
