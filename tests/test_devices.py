@@ -176,3 +176,17 @@ def test_one_step_of_every_recipe_on_cuda_in_bf16(small_tokenizer, tmp_path):
         cfg = recipes.train_config(p, arm, max_steps=1, bf16=True, device="cuda", checkpoint_every=0)
         Trainer(model, m, cfg, tmp_path / method, progress=False).train()
         assert model_device(model).type == "cuda"
+
+
+def test_cdt_scores_detection_and_denoising_keep_to_the_models_device(small_tokenizer):
+    from repro.analysis.cdt_record import analysis_samples
+    from repro.analysis.cdt_scores import denoising_sweep, manual_denoising, score_sample
+
+    tok, p = small_tokenizer, get_profile("smoke").override(cdt={"analysis_samples": 2})
+    model = _model(len(tok)).eval()
+    samples = analysis_samples(p, tok)
+    with DeviceGuard(model) as g:
+        score_sample(model, samples[0], 4, 2)
+        manual_denoising(model, samples[0], 1.0)
+        denoising_sweep(model, samples, (1.0,), 1e-3)
+    assert g.checked > 200

@@ -31,8 +31,10 @@ DETECTORS = ("attention", "gradient", "longppl")
 short-vs-long log-probability gap (LSD)."""
 
 
-def _ids(s: TypedSample) -> torch.Tensor:
-    return torch.as_tensor(s.input_ids)[None]
+def _ids(s: TypedSample, model=None) -> torch.Tensor:
+    """The sample's token ids (1, T), on ``model``'s device when given."""
+    device = None if model is None else model.get_input_embeddings().weight.device
+    return torch.as_tensor(s.input_ids, device=device)[None]
 
 
 def detected_shares(score: np.ndarray, types: Sequence[str], k: int) -> dict[str, float]:
@@ -99,9 +101,9 @@ def manual_denoising(model, s: TypedSample, step: float) -> dict:
     ig = sc.ig.mean(axis=(0, 1))
     noise = ctx & (ig < ig[ctx].mean())
     with torch.no_grad():
-        e = model.get_input_embeddings()(_ids(s))
-    g = sc.embedding_grad.reshape(e.shape).to(e.dtype)
-    e2 = e - torch.as_tensor(noise)[None, :, None].to(e.dtype) * g * step
+        e = model.get_input_embeddings()(_ids(s, model))
+    g = sc.embedding_grad.reshape(e.shape).to(e.device, e.dtype)
+    e2 = e - torch.as_tensor(noise, device=e.device)[None, :, None].to(e.dtype) * g * step
     before = {t: float(v) for t, v in sc.attention_by_type(s.types).items()}
     after = _attention_types(model, s, e2)
     return {"before": before, "after": after, "noise_tokens": int(noise.sum()), "context_tokens": int(ctx.sum()),
@@ -120,9 +122,9 @@ def denoising_sweep(model, samples: Sequence[TypedSample], lrs: Sequence[float],
     from repro.methods.cdt import ce_from_embeds, denoise, embedding_gradients, noise_mask
 
     def batch(s):
-        ids = _ids(s)
-        return {"input_ids": ids, "weights": torch.as_tensor(s.weights)[None],
-                "position_ids": torch.arange(ids.shape[1])[None]}
+        ids = _ids(s, model)
+        return {"input_ids": ids, "weights": torch.as_tensor(s.weights, device=ids.device)[None],
+                "position_ids": torch.arange(ids.shape[1], device=ids.device)[None]}
 
     base = []
     for s in samples:
