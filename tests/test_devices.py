@@ -145,6 +145,8 @@ def test_every_recipe_trains_with_every_tensor_on_the_models_device(method, smal
 
 def test_generation_and_the_analyses_keep_to_the_models_device(small_tokenizer):
     from repro.analysis.attention_distance import query_attention
+    from repro.analysis.attention_map import chunked_attention_map
+    from repro.analysis.longppl import key_tokens, longppl
     from repro.analysis.ig import naive_token_scores, token_scores
     from repro.analysis.longppl import LongPPLConfig, lsd_scores
     from repro.analysis.tokens import logit_changes
@@ -159,7 +161,10 @@ def test_generation_and_the_analyses_keep_to_the_models_device(small_tokenizer):
         naive_token_scores(model, ids, answer_positions=[40, 41])
         lsd_scores(model, torch.as_tensor(ids[None], device=model_device(model)), LongPPLConfig.scaled(16))
         logit_changes(model, model, ids[None])
-        query_attention(model, torch.as_tensor(ids[None], device=model_device(model)), 4, reduce=lambda k, r: None)
+        placed = torch.as_tensor(ids[None], device=model_device(model))
+        query_attention(model, placed, 4, reduce=lambda k, r: None)
+        longppl(model, placed, key_tokens(model, placed, LongPPLConfig.scaled(16)))
+        chunked_attention_map(model, ids, n_chunks=4, block=16)
     assert g.checked > 200
 
 
