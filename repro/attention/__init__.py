@@ -1,3 +1,5 @@
 """Attention implementations: :mod:`repro.attention.spans` (packed documents' boundaries: spans, flash-attn's
-``cu_seqlens``) and :mod:`repro.attention.doc_masked` (``sdpa_varlen``, document-masked attention that computes
-each document alone on CPU, registered in transformers' attention registry)."""
+``cu_seqlens``, the mask function of the per-document implementations), :mod:`repro.attention.doc_masked`
+(``sdpa_varlen``, document-masked attention that computes each document alone on CPU, registered in transformers'
+attention registry; which implementation each device gets) and :mod:`repro.attention.flex` (``flex_doc``, flex
+attention with a block mask per document)."""

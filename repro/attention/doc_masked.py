@@ -27,11 +27,12 @@ On GPUs the same masking is ``flash_attention_2`` (:func:`doc_masked_implementat
 packing from ``position_ids`` there only for batch 1, so :func:`boundary_kwargs` gives
 :func:`repro.models.forward` the ``cu_seq_lens`` kwargs for any batch.
 
-PyTorch flex attention with a document block mask (``torch.nn.attention.flex_attention``, compiled, torch 2.13
-CPU) is not offered: it refuses the backward on CPU (``NotImplementedError: FlexAttention does not support
-backward on CPU``), so it cannot train; forward only, 4 heads of 32, one thread, rows of documents of 50-400
-tokens, it took 43 ms (1024 x 8) and 47 ms (4096 x 2) against 31 and 37 ms for this function and 89 and 390 ms
-for the dense mask, after a 25 s first compilation.
+PyTorch flex attention with a block mask per document is ``flex_doc`` (:mod:`repro.attention.flex`), also
+accepted by :func:`check_attn_implementation`. :func:`doc_masked_implementation` picks per device: on CUDA
+``flash_attention_2`` when flash-attn is installed, else ``flex_doc``; on the CPU this module's ``sdpa_varlen``,
+since torch 2.13's flex attention refuses the backward on the CPU (``NotImplementedError: FlexAttention does not
+support backward on CPU``) and its compiled forward was slower than this function's here (0.78x and 1.10x of full
+attention's forward tokens/s on rows of 1024 and 4096 tokens, against 1.05x and 1.45x: :mod:`repro.attention.flex`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ import torch
 import torch.nn.functional as F
 
 from repro.accel import flash_attn_available
-from repro.attention.spans import cu_seqlens, varlen_kwargs
+from repro.attention.flex import FLEX_DOC, flex_compiles
+from repro.attention.flex import register as register_flex
+from repro.attention.spans import doc_mask, packed_boundaries, varlen_kwargs
 
 SDPA_VARLEN = "sdpa_varlen"
 """Name of the per-document sdpa attention in transformers' attention and mask registries."""
@@ -52,9 +55,10 @@ bucket padded to the longest document). 0.7-0.85 were the fastest forward + back
 50-400 tokens; the result does not depend on it."""
 FLASH_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3", "flash_attention_4")
 """transformers' flash-attn implementations, which take the boundaries as ``cu_seq_lens`` kwargs."""
-ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2", "sdpa_varlen")
-"""Attention implementations a model may be loaded with; ``sdpa_varlen`` is :data:`SDPA_VARLEN` (registered in
-transformers' registries when checked, :func:`check_attn_implementation`)."""
+ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2", "sdpa_varlen", "flex_doc")
+"""Attention implementations a model may be loaded with; ``sdpa_varlen`` is :data:`SDPA_VARLEN` and ``flex_doc``
+:data:`repro.attention.flex.FLEX_DOC` (each registered in transformers' registries when checked,
+:func:`check_attn_implementation`)."""
 
 
 @dataclass(frozen=True)
@@ -130,18 +134,6 @@ def varlen_sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu:
     return torch.cat(outs)[plan.inverse].view(B, T, H, -1)
 
 
-def _boundaries(position_ids: torch.Tensor | None, B: int, T: int, kwargs: dict) -> torch.Tensor | None:
-    cu_q, cu_k = kwargs.get("cu_seq_lens_q"), kwargs.get("cu_seq_lens_k")
-    if cu_q is not None or cu_k is not None:
-        if cu_q is None or (cu_k is not None and not torch.equal(cu_q, cu_k)):
-            raise ValueError(f"{SDPA_VARLEN} is self-attention: cu_seq_lens_k must equal cu_seq_lens_q (or be "
-                             "left out); got " + ("no cu_seq_lens_q" if cu_q is None else "different tensors"))
-        return cu_q
-    if position_ids is None:
-        return None
-    return cu_seqlens(position_ids.expand(B, T))
-
-
 def sdpa_varlen_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
                                   value: torch.Tensor, attention_mask: torch.Tensor | None, dropout: float = 0.0,
                                   scaling: float | None = None, is_causal: bool | None = None,
@@ -166,7 +158,7 @@ def sdpa_varlen_attention_forward(module: torch.nn.Module, query: torch.Tensor, 
                          f"in {type(module).__name__} (allowed: a causal decoder, or sdpa)")
     if kwargs.get("softcap") is not None:
         raise ValueError(f"attn_implementation={SDPA_VARLEN!r} does not support softcap; use eager")
-    cu = _boundaries(kwargs.get("position_ids"), B, T, kwargs)
+    cu = packed_boundaries(kwargs.get("position_ids"), B, T, kwargs, SDPA_VARLEN)
     if cu is None or torch.equal(cu.cpu(), torch.arange(0, B * T + 1, T, dtype=cu.dtype)):
         return dense(None)  # one document per row: plain causal sdpa
     groups = getattr(module, "num_key_value_groups", 1)
@@ -174,26 +166,6 @@ def sdpa_varlen_attention_forward(module: torch.nn.Module, query: torch.Tensor, 
     if groups > 1 and not gqa:
         key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     return varlen_sdpa(query, key, value, cu, dropout, scaling, gqa), None
-
-
-def doc_mask(batch_size: int, q_length: int, kv_length: int, q_offset: int = 0, kv_offset: int = 0,
-             attention_mask: torch.Tensor | None = None, **kwargs):
-    """The mask function of :data:`SDPA_VARLEN` (transformers' mask-interface signature): None for packed
-    training rows (no 2-D mask, no cache: the attention reads the boundaries itself); an all-ones 2-D mask as
-    is, O(T), marking one document per row; otherwise transformers' ``sdpa_mask``."""
-    from transformers.masking_utils import sdpa_mask
-
-    plain = q_length == kv_length and not _nonzero(q_offset) and not _nonzero(kv_offset)
-    if plain and attention_mask is None:
-        return None
-    if plain and attention_mask.ndim == 2 and attention_mask.shape[-1] == kv_length and bool(attention_mask.all()):
-        return attention_mask
-    return sdpa_mask(batch_size=batch_size, q_length=q_length, kv_length=kv_length, q_offset=q_offset,
-                     kv_offset=kv_offset, attention_mask=attention_mask, **kwargs)
-
-
-def _nonzero(x) -> bool:
-    return bool(x != 0) if x is not None else False
 
 
 def register() -> str:
@@ -207,29 +179,49 @@ def register() -> str:
 
 
 def check_attn_implementation(name: str) -> str:
-    """Return ``name`` if it can run here (registering :data:`SDPA_VARLEN` when asked), else raise with the
-    install hint."""
+    """Return ``name`` if it can run here (registering :data:`SDPA_VARLEN` or :data:`FLEX_DOC` when asked), else
+    raise with the install hint."""
     if name not in ATTN_IMPLEMENTATIONS:
         raise ValueError(f"attn_implementation={name!r}; allowed: {', '.join(ATTN_IMPLEMENTATIONS)}")
     if name == SDPA_VARLEN:
         return register()
+    if name == FLEX_DOC:
+        return register_flex()
     if name == "flash_attention_2" and not flash_attn_available():
         raise RuntimeError("attn_implementation='flash_attention_2' needs a CUDA GPU and the flash-attn package "
                            "(pip install -r requirements-gpu.txt --no-build-isolation); use 'sdpa' on CPU")
     return name
 
 
-def doc_masked_implementation() -> str:
-    """The attention implementation that computes each packed document alone here: ``flash_attention_2`` with
-    a CUDA GPU and flash-attn (:func:`repro.accel.flash_attn_available`), else :data:`SDPA_VARLEN`
-    (registered)."""
-    return "flash_attention_2" if flash_attn_available() else register()
+def doc_masked_implementation(device: str | torch.device | None = None) -> str:
+    """The attention implementation that computes each packed document alone and trains on ``device`` (a device
+    or its type; None or ``auto``: where training goes by default, :func:`repro.devices.resolve_device`), the
+    first available of:
+
+    * CUDA: ``flash_attention_2`` when flash-attn is installed (:func:`repro.accel.flash_attn_available`; the
+      kernel ProLong trained with), else :data:`FLEX_DOC` (flex attention with a block mask,
+      :mod:`repro.attention.flex`) when this torch compiles it (triton), else :data:`SDPA_VARLEN`. The two CUDA
+      kernels were not timed against each other here (no GPU); ``python -m repro.bench.doc_attention`` does on one;
+    * the CPU: :data:`SDPA_VARLEN`. flex attention has no CPU backward in torch 2.13, so :data:`FLEX_DOC` cannot
+      train there, and its compiled forward was slower than this one's on rows of 1024 and 4096 tokens
+      (:mod:`repro.bench.doc_attention`).
+
+    The chosen one is registered; its name is returned."""
+    from repro.devices import resolve_device
+
+    if (resolve_device("auto") if device in (None, "auto") else torch.device(device)).type == "cuda":
+        if flash_attn_available():
+            return "flash_attention_2"
+        if flex_compiles("cuda"):
+            return register_flex()
+    return register()
 
 
-def use_doc_masked_attention(model: torch.nn.Module) -> torch.nn.Module:
-    """Switch ``model`` to :func:`doc_masked_implementation` (its public ``set_attn_implementation``); returns
-    it."""
-    model.set_attn_implementation(doc_masked_implementation())
+def use_doc_masked_attention(model: torch.nn.Module, device: str | torch.device | None = None) -> torch.nn.Module:
+    """Switch ``model`` to :func:`doc_masked_implementation` for ``device`` (None: where training goes by
+    default; a model still on the CPU is moved there by the trainer) through its public
+    ``set_attn_implementation``; returns it."""
+    model.set_attn_implementation(doc_masked_implementation(device))
     return model
 
 

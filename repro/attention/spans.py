@@ -7,7 +7,11 @@ its padding tail, which is a document of its own). From those restarts (or from 
 * :func:`cu_seqlens`: the int32 cumulative lengths over the rows laid end to end (``B * T`` tokens) that
   flash-attn's variable-length kernel takes (``cu_seqlens_q/k``), starting at 0 and ending at ``B * T``;
 * :func:`varlen_kwargs`: those as the keyword arguments transformers forwards from ``model(...)`` to the
-  attention function (``cu_seq_lens_q/k``, ``max_length_q/k``).
+  attention function (``cu_seq_lens_q/k``, ``max_length_q/k``);
+* :func:`packed_boundaries`: what a per-document attention function reads back inside the model (those kwargs,
+  else the restarts of the ``position_ids`` transformers forwards to it);
+* :func:`doc_mask`: the mask function the per-document implementations (``sdpa_varlen``, ``flex_doc``,
+  ``sp_ulysses``) register in transformers' ``AttentionMaskInterface``: no mask at all for packed rows.
 
 A document starts at the first token of a row and wherever the position id is 0, as flash-attn's convention
 in transformers (``prepare_fa_kwargs_from_position_ids``) reads it; a jump to a nonzero position is not a
@@ -76,3 +80,40 @@ def varlen_kwargs(position_ids=None, doc_ids=None) -> dict:
     cu = cu_seqlens(position_ids, doc_ids)
     longest = int(cu.diff().max())
     return {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
+
+
+def packed_boundaries(position_ids: torch.Tensor | None, B: int, T: int, kwargs: dict,
+                      name: str = "this implementation") -> torch.Tensor | None:
+    """The :func:`cu_seqlens` of the rows an attention function gets (``B`` rows of ``T`` tokens): explicit
+    ``cu_seq_lens_q/k`` in ``kwargs`` first (they must be equal: self-attention), else the restarts of
+    ``position_ids`` (broadcast to (B, T)); None without either. ``name`` (the implementation) is for the error."""
+    cu_q, cu_k = kwargs.get("cu_seq_lens_q"), kwargs.get("cu_seq_lens_k")
+    if cu_q is not None or cu_k is not None:
+        if cu_q is None or (cu_k is not None and not torch.equal(cu_q, cu_k)):
+            raise ValueError(f"{name} is self-attention: cu_seq_lens_k must equal cu_seq_lens_q (or be "
+                             "left out); got " + ("no cu_seq_lens_q" if cu_q is None else "different tensors"))
+        return cu_q
+    if position_ids is None:
+        return None
+    return cu_seqlens(position_ids.expand(B, T))
+
+
+def doc_mask(batch_size: int, q_length: int, kv_length: int, q_offset: int = 0, kv_offset: int = 0,
+             attention_mask: torch.Tensor | None = None, **kwargs):
+    """The mask function of the per-document attention implementations (transformers' mask-interface
+    signature): None for packed training rows (no 2-D mask, no cache: the attention reads the boundaries itself,
+    :func:`packed_boundaries`); an all-ones 2-D mask as is, O(T), marking one document per row; otherwise
+    transformers' ``sdpa_mask``."""
+    from transformers.masking_utils import sdpa_mask
+
+    plain = q_length == kv_length and not _nonzero(q_offset) and not _nonzero(kv_offset)
+    if plain and attention_mask is None:
+        return None
+    if plain and attention_mask.ndim == 2 and attention_mask.shape[-1] == kv_length and bool(attention_mask.all()):
+        return attention_mask
+    return sdpa_mask(batch_size=batch_size, q_length=q_length, kv_length=kv_length, q_offset=q_offset,
+                     kv_offset=kv_offset, attention_mask=attention_mask, **kwargs)
+
+
+def _nonzero(x) -> bool:
+    return bool(x != 0) if x is not None else False

@@ -4,10 +4,12 @@ minibatch reordering (ProLong App. A.3: 2770 / 2780 / 3095 tokens/s/GPU on 8 H10
 On the recipe arm's own training rows (its prepared batches: windows of long documents, packed ShortMix documents,
 task rows):
 
-1. **one process, measured**: tokens/s of a training step (forward + backward, :func:`repro.train.clm_step`) with
-   full attention (each row one document: ProLong's "no document masks"), with document masks as transformers
-   builds them for sdpa (a dense block-diagonal mask), and with ``sdpa_varlen`` (each document alone:
-   :mod:`repro.attention.doc_masked`), interleaved in one run (:func:`repro.bench.doc_attention.measure_rows`);
+1. **one process, measured**: tokens/s of a training step (forward + backward, :func:`repro.train.clm_step`) and
+   of a forward pass alone, with full attention (each row one document: ProLong's "no document masks"), with
+   document masks as transformers builds them for sdpa (a dense block-diagonal mask), with ``sdpa_varlen`` (each
+   document alone: :mod:`repro.attention.doc_masked`), with ``flex_doc`` (flex attention's block mask:
+   :mod:`repro.attention.flex`; forward only on the CPU, where torch has no flex backward) and, on CUDA with
+   flash-attn, its varlen kernel, interleaved in one run (:func:`repro.bench.doc_attention.measure_rows`);
 2. **k data-parallel workers, simulated**: the rows of ``group`` consecutive steps form one step of one-row
    micro-batches (ProLong accumulates many per device), dealt round-robin to k workers that wait for each other
    after every round; the step time with the micro-batches unsorted and sorted by the sum of squared document

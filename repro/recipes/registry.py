@@ -184,7 +184,8 @@ def trained_steps(p: Profile, arm: str) -> int:
 
 def prepare_model(p: Profile, method, model) -> None:
     """What a method changes on the model before training: with document masks (ProLong) under ``sdpa``, each
-    packed document is attended alone (:func:`repro.attention.doc_masked.use_doc_masked_attention`)."""
+    packed document is attended alone (:func:`repro.attention.doc_masked.use_doc_masked_attention`: flash-attn
+    varlen or else flex attention's block mask on CUDA, ``sdpa_varlen`` on the CPU)."""
     attn = getattr(model.config, "_attn_implementation", None) or p.model.attn_implementation
     if getattr(method, "doc_masks", False) and attn == "sdpa":
         from repro.attention.doc_masked import use_doc_masked_attention

@@ -312,21 +312,38 @@ VARLEN_NO_LOSS = 0.95
 as no loss (the paper: +0.4%; one-process timings here vary by a few percent between runs)."""
 
 
+PL_TAB15_ARMS: dict[str, str] = {"doc_dense": "document masks, dense mask (sdpa)",
+                                  "doc_varlen": "variable-length attention (sdpa_varlen)",
+                                  "doc_flex": "document masks, flex attention block mask (flex_doc)",
+                                  "doc_flash": "variable-length attention (flash-attn varlen)"}
+"""PL-Tab15's document-masked arms (:data:`repro.bench.doc_attention.DOC_ATTENTION_ARMS`) -> their row's label."""
+
+
+def _attention_row(label: str, r: Mapping[str, Any], paper: Any) -> dict:
+    """One attention setting's row: training tokens/s and ratio to full (or why there are none), and the forward
+    pass's where the record has them."""
+    trains = r.get("tokens_per_s") is not None
+    row = {"setting": label,
+           "tokens/s": round(r["tokens_per_s"]) if trains else "n/a: no backward on this device (forward only)",
+           "vs full": round(r["ratio"], 3) if trains else "n/a", "paper tokens/s/GPU": paper}
+    if r.get("forward_tokens_per_s") is not None:
+        row.update({"forward tokens/s": round(r["forward_tokens_per_s"]),
+                    "forward vs full": round(r["forward_ratio"], 3)})
+    return row
+
+
 def pl_tab15(bench: Mapping[str, Any], p: Profile) -> Report:
-    """Throughput of the recipe's rows: full attention, document masks (dense and per document) in one process, and
-    the reordering's step time on k simulated workers (``bench``: :func:`repro.bench.prolong_throughput.
-    measure_pl_throughput`)."""
+    """Throughput of the recipe's rows: full attention, document masks (dense, per document with ``sdpa_varlen``,
+    flex attention's block mask, flash-attn varlen where the record has them) in one process, and the reordering's
+    step time on k simulated workers (``bench``: :func:`repro.bench.prolong_throughput.measure_pl_throughput`). An
+    arm that cannot train on the device (flex attention on the CPU) has its forward pass only, beside the others'."""
     single, sim = bench["single"], bench["simulated"]
-    full = single["full"]["tokens_per_s"]
-    rows = [{"setting": "full attention (no document masks)", "tokens/s": round(full), "vs full": 1.0,
-             "paper tokens/s/GPU": PL_TAB15["full"]},
-            {"setting": "document masks, dense mask (sdpa)", "tokens/s": round(single["doc_dense"]["tokens_per_s"]),
-             "vs full": round(single["doc_dense"]["ratio"], 3), "paper tokens/s/GPU": "-"},
-            {"setting": "variable-length attention (sdpa_varlen)",
-             "tokens/s": round(single["doc_varlen"]["tokens_per_s"]),
-             "vs full": round(single["doc_varlen"]["ratio"], 3),
-             "paper tokens/s/GPU": f"{PL_TAB15['varlen']} (+0.4%)"}]
+    rows = [_attention_row("full attention (no document masks)", single["full"], PL_TAB15["full"])]
+    varlen_paper = f"{PL_TAB15['varlen']} (+0.4%, flash-attn varlen)"
+    rows += [_attention_row(label, single[arm], varlen_paper if arm in ("doc_varlen", "doc_flash") else "-")
+             for arm, label in PL_TAB15_ARMS.items() if arm in single]
     gains = {}
+    f = bench["fit"]
     for k, r in sorted(sim.items(), key=lambda kv: int(kv[0])):
         speed = 1.0 / r["sorted"]["ratio"]
         gains[int(k)] = speed
@@ -339,23 +356,37 @@ def pl_tab15(bench: Mapping[str, Any], p: Profile) -> Report:
                      "paper tokens/s/GPU": f"{PL_TAB15['reorder']} (+11.7%)"})
     varlen = single["doc_varlen"]["ratio"]
     verdicts = ["yes" if varlen >= VARLEN_NO_LOSS else "no", "yes" if gains and max(gains.values()) > 1.0 else "no"]
-    f = bench["fit"]
+    forward_only = [a for a in PL_TAB15_ARMS if a in single and single[a].get("tokens_per_s") is None]
     cap = (f"PL-Tab15 analog: training tokens/s on the recipe arm's own rows ({bench['rows'][0]} x {bench['rows'][1]},"
-           f" {bench['docs_per_row']:.1f} documents a row), one process on this CPU, the three attention settings "
-           f"interleaved in one run; then the step time of {bench['micro_batches_per_step']} one-row micro-batches "
+           f" {bench['docs_per_row']:.1f} documents a row), one process on this machine, the attention settings "
+           f"interleaved in one run" + (", each also timed as a forward pass alone (torch.no_grad)"
+                                        if "forward_tokens_per_s" in single["full"] else "") +
+           (f"; {', '.join(forward_only)} cannot train here (torch's flex attention has no CPU backward), so only "
+            "its forward pass is timed, beside the others' forward passes" if forward_only else "") +
+           f"; then the step time of {bench['micro_batches_per_step']} one-row micro-batches "
            f"dealt to k data-parallel workers, unsorted vs sorted by the sum of squared document lengths, simulated "
            f"with the cost a + b sum(len^2) + c tokens fitted here with sdpa_varlen (a={f['a']:.3g} s, "
            f"b={f['b']:.3g} s, c={f['c']:.3g} s/token). One process has no one to wait for: reordering's gain is "
            f"across workers only. The paper: 8 H100s with FSDP at 64K.")
     cols = list(dict.fromkeys(k for r in rows for k in r))
     return Report("PL-Tab15", [{"name": "PL-Tab15", "rows": rows, "columns": cols, "caption": cap}],
-                  ours=f"varlen {varlen:.2f}x full (dense mask {single['doc_dense']['ratio']:.2f}x); reordering " +
+                  ours=f"varlen {varlen:.2f}x full (dense mask {single['doc_dense']['ratio']:.2f}x"
+                       f"{_flex_note(single)}); reordering " +
                        ", ".join(f"{v:.2f}x at k={k}" for k, v in gains.items()),
                   agrees=combine_verdicts(*verdicts),
                   note=f"checked: variable-length attention loses no throughput against full attention (>= "
                        f"{VARLEN_NO_LOSS:g}x: the paper's +0.4% is no gain and no loss; timings on these shared "
                        "machines vary by a few percent), and reordering is faster than unsorted on several workers "
                        "(paper +11.7% on 8 GPUs)")
+
+
+def _flex_note(single: Mapping[str, Any]) -> str:
+    r = single.get("doc_flex")
+    if r is None:
+        return ""
+    if r.get("ratio") is not None:
+        return f", flex block mask {r['ratio']:.2f}x"
+    return f", flex block mask forward {r['forward_ratio']:.2f}x full's forward, no CPU backward"
 
 
 def _r(x: float | None, s: float | None, digits: int) -> float | str:

@@ -1,5 +1,6 @@
-"""PL-Tab15's benchmark on a toy model and hand-packed rows: the three attention arms on the same rows, the
-document-masked arms agree on the loss, and the simulated reordering never loses to unsorted."""
+"""PL-Tab15's benchmark on a toy model and hand-packed rows: the attention arms on the same rows (flex attention's
+forward only on the CPU), the document-masked arms agree on the loss, and the simulated reordering never loses to
+unsorted."""
 
 import numpy as np
 import pytest
@@ -19,8 +20,9 @@ def test_measures_the_arms_and_simulates_the_workers():
     batches = [{k: v.numpy() for k, v in packed_rows(128, 4, (5, 60), 64, rng).items()} for _ in range(4)]
     out = measure_pl_throughput(model, batches, rounds=1, workers=(2, 4), group=2, fit=False, progress=False)
     s = out["single"]
-    assert set(s) == {"full", "doc_dense", "doc_varlen"} and s["full"]["ratio"] == 1.0
+    assert set(s) == {"full", "doc_dense", "doc_varlen", "doc_flex"} and s["full"]["ratio"] == 1.0
     assert abs(s["doc_varlen"]["loss"] - s["doc_dense"]["loss"]) < 1e-5
+    assert s["doc_flex"]["tokens_per_s"] is None and s["doc_flex"]["forward_tokens_per_s"] > 0  # no CPU backward
     assert out["rows"] == [4, 128] and out["micro_batches_per_step"] == 8
     for k in (2, 4):
         assert out["simulated"][k]["sorted"]["ratio"] <= 1.0 + 1e-12

@@ -91,3 +91,15 @@ def test_tab15_from_a_benchmark_record():
     rep = plr.pl_tab15(bench, P)
     assert rep.agrees == "yes" and "varlen 1.20x full" in rep.ours and "1.25x at k=2" in rep.ours
     assert rep.tables[0]["rows"][3]["tokens/s"] == 1500
+
+    # flex attention cannot train on the CPU: its forward pass beside the others' forward passes
+    for arm, f in (("full", 3000), ("doc_dense", 2400), ("doc_varlen", 3300), ("doc_flex", 2700)):
+        single.setdefault(arm, {"tokens_per_s": None, "ratio": None})
+        single[arm].update(forward_tokens_per_s=f, forward_ratio=f / 3000)
+    rep = plr.pl_tab15(bench, P)
+    rows = {r["setting"]: r for r in rep.tables[0]["rows"]}
+    flex = rows["document masks, flex attention block mask (flex_doc)"]
+    assert flex["tokens/s"].startswith("n/a: no backward") and flex["forward tokens/s"] == 2700
+    assert flex["forward vs full"] == 0.9 and rows["variable-length attention (sdpa_varlen)"]["forward vs full"] == 1.1
+    assert "doc_flex cannot train here" in rep.tables[0]["caption"] and "forward 0.90x full's forward" in rep.ours
+    assert rep.agrees == "yes" and rep.tables[0]["rows"][4]["tokens/s"] == 1500  # reordering after the flex row
