@@ -42,6 +42,11 @@ _ROWS = [
            "n/a (testbed)", "base-search"),
     Target("TB-Throughput", "matmul ceiling; training tokens/s v1 vs new settings vs HF Trainer; share of the "
                             "ceiling; our generator vs HF generate", "n/a (testbed)", "bench"),
+    Target("TB-GPU", "one GPU, random weights, bf16: Standard-step tokens/s and MFU at Llama-3.2-1B and Llama-3-8B "
+                     "shapes (8K-128K tokens), each method's step time as a ratio to Standard, the IG scores' peak "
+                     "memory, generation tokens/s (GPU-Throughput, GPU-Methods, GPU-IG, GPU-Generation)",
+           "n/a (testbed; throughput anchors: ProLong 2,770-3,095 tokens/s/GPU at 64K on H100; self-distillation "
+           "about 1.6x Standard)", "bench gpu"),
     # LongRecipe
     Target("LR-Alg1", "position index transformation worked example (App. D, Eq. 5-7)",
            "split on . ! ? newline; first sentence at 0, later sentences after random gaps re-drawn per example",

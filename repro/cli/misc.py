@@ -1,5 +1,6 @@
 """``profiles``, ``bench`` and ``base-search``: the profiles, training and generation throughput
-(``TB-Throughput``), and the base-model candidate search (``TB-BaseSearch``)."""
+(``TB-Throughput``; ``bench gpu``: the one-GPU benchmark at Llama-3.2-1B and Llama-3-8B shapes, ``TB-GPU``), and
+the base-model candidate search (``TB-BaseSearch``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ def add_parsers(sub) -> None:
     b.add_argument("--profile", default="tiny", help="whose model is benchmarked (random weights; default tiny)")
     b.add_argument("--figures-dir", default="figures", help="where TB-Throughput.{csv,md} go (default figures/)")
     b.add_argument("--quick", action="store_true", help="fewer steps, no HF Trainer or side-by-side arm (a check)")
+    from repro.bench import gpu_cli
+
+    gpu_cli.add_parser(b)
     s_ = sub.add_parser("base-search", help="train and score base-model candidates (TB-BaseSearch)")
     s_.add_argument("names", nargs="*", help="candidate names (default: list them)")
     s_.add_argument("--run-dir", default="runs")
@@ -22,6 +26,10 @@ def add_parsers(sub) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``profiles``, ``bench`` or ``base-search``."""
+    if args.cmd == "bench" and getattr(args, "bench_what", None) == "gpu":
+        from repro.bench.gpu import gpu_main
+
+        return gpu_main(args.gpu_quick, args.gpu_figures_dir, args.gpu_budget_s, args.gpu_device)
     if args.cmd == "bench":
         from repro.bench.cli import bench_main
 
