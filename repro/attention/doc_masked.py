@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from repro.accel import flash_attn_available
 from repro.attention.flex import FLEX_DOC, flex_compiles
 from repro.attention.flex import register as register_flex
-from repro.attention.spans import doc_mask, packed_boundaries, varlen_kwargs
+from repro.attention.spans import doc_mask, document_route, varlen_kwargs
 
 SDPA_VARLEN = "sdpa_varlen"
 """Name of the per-document sdpa attention in transformers' attention and mask registries."""
@@ -148,19 +148,10 @@ def sdpa_varlen_attention_forward(module: torch.nn.Module, query: torch.Tensor, 
         return sdpa_attention_forward(module, query, key, value, mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
 
-    if attention_mask is not None:
-        return dense(attention_mask if attention_mask.ndim == 4 else None)
-    B, _, T, _ = query.shape
-    if T == 1 or key.shape[2] != T:
-        return dense(None)
-    if not (is_causal if is_causal is not None else getattr(module, "is_causal", True)):
-        raise ValueError(f"attn_implementation={SDPA_VARLEN!r} computes causal attention only; got is_causal=False "
-                         f"in {type(module).__name__} (allowed: a causal decoder, or sdpa)")
-    if kwargs.get("softcap") is not None:
-        raise ValueError(f"attn_implementation={SDPA_VARLEN!r} does not support softcap; use eager")
-    cu = packed_boundaries(kwargs.get("position_ids"), B, T, kwargs, SDPA_VARLEN)
-    if cu is None or torch.equal(cu.cpu(), torch.arange(0, B * T + 1, T, dtype=cu.dtype)):
-        return dense(None)  # one document per row: plain causal sdpa
+    route, found = document_route(module, query, key, attention_mask, is_causal, kwargs, SDPA_VARLEN)
+    if route == "dense":
+        return dense(found)
+    cu = found
     groups = getattr(module, "num_key_value_groups", 1)
     gqa = groups > 1 and use_gqa_in_sdpa(None, key, value)
     if groups > 1 and not gqa:

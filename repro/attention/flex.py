@@ -54,7 +54,7 @@ from collections import OrderedDict
 
 import torch
 
-from repro.attention.spans import doc_mask, packed_boundaries
+from repro.attention.spans import doc_mask, document_route
 
 FLEX_DOC = "flex_doc"
 """Name of the flex-attention document mask in transformers' attention and mask registries."""
@@ -211,22 +211,12 @@ def flex_doc_attention_forward(module: torch.nn.Module, query: torch.Tensor, key
         return sdpa_attention_forward(module, query, key, value, mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
 
-    if attention_mask is not None:
-        return dense(attention_mask if attention_mask.ndim == 4 else None)
-    B, _, T, _ = query.shape
-    if T == 1 or key.shape[2] != T:
-        return dense(None)
-    if not (is_causal if is_causal is not None else getattr(module, "is_causal", True)):
-        raise ValueError(f"attn_implementation={FLEX_DOC!r} computes causal attention only; got is_causal=False in "
-                         f"{type(module).__name__} (allowed: a causal decoder, or sdpa)")
-    if kwargs.get("softcap") is not None:
-        raise ValueError(f"attn_implementation={FLEX_DOC!r} does not support softcap; use eager")
+    route, cu = document_route(module, query, key, attention_mask, is_causal, kwargs, FLEX_DOC)
+    if route == "dense":
+        return dense(cu)
     if dropout:
         raise ValueError(f"attn_implementation={FLEX_DOC!r} has no attention dropout (got {dropout:g} in "
                          f"{type(module).__name__}); allowed: attention_dropout=0, or sdpa_varlen")
-    cu = packed_boundaries(kwargs.get("position_ids"), B, T, kwargs, FLEX_DOC)
-    if cu is None or torch.equal(cu.cpu(), torch.arange(0, B * T + 1, T, dtype=cu.dtype)):
-        return dense(None)  # one document per row: plain causal sdpa
     return flex_doc(query, key, value, cu, scaling), None
 
 

@@ -117,3 +117,25 @@ def doc_mask(batch_size: int, q_length: int, kv_length: int, q_offset: int = 0, 
 
 def _nonzero(x) -> bool:
     return bool(x != 0) if x is not None else False
+
+
+def document_route(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, attention_mask, is_causal,
+                   kwargs: dict, name: str) -> tuple[str, torch.Tensor | None]:
+    """Where a per-document attention function sends a call: ``("dense", mask)`` for transformers' own sdpa (a
+    4-D mask, the 2-D one-document marker -> no mask, decoding, a cache, one document per row), else
+    ``("documents", cu)`` with the rows' :func:`cu_seqlens`. A non-causal module or a softcap is a ValueError
+    naming ``name``."""
+    if attention_mask is not None:
+        return "dense", attention_mask if attention_mask.ndim == 4 else None
+    B, _, T, _ = query.shape
+    if T == 1 or key.shape[2] != T:
+        return "dense", None
+    if not (is_causal if is_causal is not None else getattr(module, "is_causal", True)):
+        raise ValueError(f"attn_implementation={name!r} computes causal attention only; got is_causal=False in "
+                         f"{type(module).__name__} (allowed: a causal decoder, or sdpa)")
+    if kwargs.get("softcap") is not None:
+        raise ValueError(f"attn_implementation={name!r} does not support softcap; use eager")
+    cu = packed_boundaries(kwargs.get("position_ids"), B, T, kwargs, name)
+    if cu is None or torch.equal(cu.cpu(), torch.arange(0, B * T + 1, T, dtype=cu.dtype)):
+        return "dense", None  # one document per row: plain causal sdpa
+    return "documents", cu
