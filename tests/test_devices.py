@@ -119,11 +119,14 @@ def _rows(tok, n_docs: int = 40, length: int = 700):
                             np.concatenate([[0], np.cumsum([len(d) for d in docs])]).astype(np.int64))
 
 
-@pytest.mark.parametrize("method", ["flt", "pose", "rpes", "longrecipe", "selfdistill", "longce", "cdt", "prolong"])
-def test_every_recipe_trains_with_every_tensor_on_the_models_device(method, small_tokenizer, tmp_path):
+METHODS = ("flt", "pose", "rpes", "longrecipe", "selfdistill", "longce", "cdt", "prolong")
+"""Every method of the command line."""
+
+
+def _recipe_run(method: str, tok, **cfg_overrides):
+    """(model, method, train config) of one command-line method on a tiny model, rows and streams built here."""
     from repro.data.streams import TokenStream
 
-    tok = small_tokenizer
     arm = recipes.cli_methods()[method]
     p = recipes.scaled_profile(get_profile("smoke"), 128, base_window=64, steps=2, batch_size=2,
                                extend={"threads": 0, "checkpoint_every": 0})
@@ -137,7 +140,12 @@ def test_every_recipe_trains_with_every_tensor_on_the_models_device(method, smal
     settings = recipes.model_settings(p, arm)
     model = _model(len(tok), max(512, settings.get("max_positions") or 0))
     recipes.prepare_model(p, m, model)
-    cfg = recipes.train_config(p, arm, max_steps=2)
+    return model, m, recipes.train_config(p, arm, **{"max_steps": 2, **cfg_overrides})
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_recipe_trains_with_every_tensor_on_the_models_device(method, small_tokenizer, tmp_path):
+    model, m, cfg = _recipe_run(method, small_tokenizer)
     with DeviceGuard(model) as g:
         Trainer(model, m, cfg, tmp_path / method, progress=False).train()
     assert g.checked > 50
@@ -170,17 +178,35 @@ def test_generation_and_the_analyses_keep_to_the_models_device(small_tokenizer):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
-def test_one_step_of_every_recipe_on_cuda_in_bf16(small_tokenizer, tmp_path):
+@pytest.mark.parametrize("method", METHODS)
+def test_one_step_of_every_recipe_on_cuda_in_bf16(method, small_tokenizer, tmp_path):
+    import math
+
+    from repro.io import read_jsonl
+
+    model, m, cfg = _recipe_run(method, small_tokenizer, max_steps=1, bf16=True, device="cuda")
+    Trainer(model, m, cfg, tmp_path / method, progress=False).train()
+    assert model_device(model).type == "cuda"
+    assert all(math.isfinite(r["loss"]) for r in read_jsonl(tmp_path / method / "metrics.jsonl"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_generation_and_ig_on_cuda(small_tokenizer):
+    from repro.analysis.ig import naive_token_scores, token_scores
+    from repro.generate import encode_left, greedy_ids
+
     tok = small_tokenizer
-    _, rows = _rows(tok)
-    for method in ("flt", "selfdistill", "longce", "cdt"):
-        arm = recipes.cli_methods()[method]
-        p = recipes.scaled_profile(get_profile("smoke"), 128, base_window=64, steps=1, batch_size=2)
-        m = recipes.build_method(p, arm, tok, corpus_rows=rows)
-        model = _model(len(tok))
-        cfg = recipes.train_config(p, arm, max_steps=1, bf16=True, device="cuda", checkpoint_every=0)
-        Trainer(model, m, cfg, tmp_path / method, progress=False).train()
-        assert model_device(model).type == "cuda"
+    gpu = _model(len(tok)).eval().to("cuda")
+    ids, mask = encode_left(tok, ["a b c", "the key is here"], "cuda")
+    ours = greedy_ids(gpu, ids, mask, 8, None, tok.pad_token_id)
+    ref = gpu.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, do_sample=False, use_cache=True,
+                       pad_token_id=tok.pad_token_id)[:, ids.shape[1]:]
+    assert ours.device.type == "cuda" and torch.equal(ours, ref[:, :ours.shape[1]])
+    row = np.random.default_rng(2).integers(3, len(tok), size=48)
+    a = token_scores(gpu, row, answer_positions=[40, 41])
+    b = naive_token_scores(gpu, row, answer_positions=[40, 41])
+    assert np.allclose(a.ig, b.ig, rtol=1e-3, atol=1e-6)
 
 
 def test_cdt_scores_detection_and_denoising_keep_to_the_models_device(small_tokenizer):
