@@ -20,41 +20,41 @@ from typing import Any, Iterable
 import torch
 from torch.overrides import TorchFunctionMode
 
-DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
-"""What ``--device`` takes (``cuda:N``: the N-th GPU)."""
-DTYPE_CHOICES = ("auto", "float32", "bfloat16")
-"""What ``--dtype`` takes."""
+from repro.profiles.run import DEVICES as DEVICE_CHOICES
+from repro.profiles.run import DTYPES as DTYPE_CHOICES
+from repro.profiles.run import check_device, check_dtype
+
+__all__ = ["DEVICE_CHOICES", "DTYPE_CHOICES", "DeviceGuard", "DeviceMismatch", "model_device", "resolve_device",
+           "resolve_dtype"]
 
 
-def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
-    """``auto`` (or None): the first CUDA device when there is one, else the CPU; ``cpu``; ``cuda``; ``cuda:N``."""
+def resolve_device(spec: str | torch.device | None = "auto", label: str | None = None) -> torch.device:
+    """``auto`` (or None): the first CUDA device when there is one, else the CPU; ``cpu``; ``cuda``; ``cuda:N``.
+    A ValueError starting with ``label`` (default ``device='<spec>'``) for another spelling or a GPU this machine
+    lacks."""
     if isinstance(spec, torch.device):
         return spec
-    spec = "auto" if spec is None else str(spec)
+    spec = check_device("auto" if spec is None else str(spec), label)
     if spec == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    kind, _, index = spec.partition(":")
-    if spec == "cpu" or kind == "cuda" and (not index or index.isdigit()):
-        dev = torch.device(spec)
-        if dev.type == "cuda":
-            n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            if (dev.index or 0) >= n:
-                raise ValueError(f"device={spec!r}: this machine has {n} CUDA device(s); allowed: "
-                                 f"{'cpu or auto' if n == 0 else f'cpu, auto, cuda, cuda:0..cuda:{n - 1}'}")
-        return dev
-    raise ValueError(f"device={spec!r}; allowed: {', '.join(DEVICE_CHOICES)}")
+    dev = torch.device(spec)
+    if dev.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (dev.index or 0) >= n:
+            raise ValueError(f"{label or f'device={spec!r}'}: this machine has {n} CUDA device(s); allowed: "
+                             f"{'cpu or auto' if n == 0 else f'cpu, auto, cuda, cuda:0..cuda:{n - 1}'}")
+    return dev
 
 
-def resolve_dtype(spec: str | torch.dtype | None, device: torch.device) -> torch.dtype:
-    """``auto`` (or None): bfloat16 on CUDA, float32 on the CPU; ``float32``; ``bfloat16``."""
+def resolve_dtype(spec: str | torch.dtype | None, device: torch.device, label: str | None = None) -> torch.dtype:
+    """``auto`` (or None): bfloat16 on CUDA, float32 on the CPU; ``float32``; ``bfloat16``. A ValueError starting
+    with ``label`` (default ``dtype='<spec>'``) for another spelling."""
     if isinstance(spec, torch.dtype):
         return spec
-    spec = "auto" if spec is None else str(spec)
+    spec = check_dtype("auto" if spec is None else str(spec), label)
     if spec == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
-    if spec in ("float32", "bfloat16"):
-        return getattr(torch, spec)
-    raise ValueError(f"dtype={spec!r}; allowed: {', '.join(DTYPE_CHOICES)}")
+    return getattr(torch, spec)
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

@@ -12,6 +12,7 @@ from repro.devices import DeviceGuard, DeviceMismatch, model_device, resolve_dev
 from repro.models import build_tiny
 from repro.profiles import ModelConfig, get_profile
 from repro.train import TrainConfig, Trainer, clm_step
+from tests.test_train import ToyMethod
 
 CUDA = torch.cuda.is_available()
 
@@ -77,34 +78,15 @@ def test_the_guard_catches_a_planted_trainer_bug(monkeypatch, tmp_path):
     import repro.train.trainer as trainer_module
 
     model, p = _model(100), get_profile("smoke")
-
-    class Rows:
-        name = "rows"
-
-        def batch(self, step):
-            return _batch()
-
-        def observe(self, step, metrics):
-            pass
-
-        def finished(self, step):
-            return False
-
-        def state_dict(self):
-            return {}
-
-        def load_state_dict(self, state):
-            pass
-
     cfg = TrainConfig(max_steps=1, lr=1e-3, checkpoint_every=0, device="cpu")
     with DeviceGuard(model):
-        Trainer(model, Rows(), cfg, tmp_path / "ok", progress=False).train()
+        Trainer(model, ToyMethod(100), cfg, tmp_path / "ok", progress=False).train()
 
     real = torch.as_tensor
     monkeypatch.setattr(trainer_module.torch, "as_tensor", lambda v, device=None, **kw: real(v, **kw))
     with pytest.raises(DeviceMismatch):
         with DeviceGuard(model):
-            Trainer(model, Rows(), cfg, tmp_path / "bad", progress=False).train()
+            Trainer(model, ToyMethod(100), cfg, tmp_path / "bad", progress=False).train()
     assert p.name == "smoke"
 
 

@@ -146,11 +146,7 @@ def device_args(args: argparse.Namespace) -> tuple[str, str]:
     from repro.devices import resolve_device, resolve_dtype
 
     try:
-        device = resolve_device(args.device)
+        resolve_dtype(args.dtype, resolve_device(args.device, f"--device {args.device!r}"), f"--dtype {args.dtype!r}")
     except ValueError as e:
-        raise CLIError(f"--{e}".replace("--device=", "--device ")) from e
-    try:
-        resolve_dtype(args.dtype, device)
-    except ValueError as e:
-        raise CLIError(f"--{e}".replace("--dtype=", "--dtype ")) from e
+        raise CLIError(str(e)) from e
     return args.device, args.dtype

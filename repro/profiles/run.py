@@ -29,11 +29,25 @@ class RunConfig:
         return {"device": self.device, "dtype": self.dtype}
 
 
+def check_device(spec: str, label: str | None = None) -> str:
+    """``spec`` when it is one of :data:`DEVICES` (``cuda:N`` with a number), else a ValueError starting with
+    ``label`` (default ``device='<spec>'``). Only the spelling: whether the device exists is the caller's."""
+    kind, _, index = spec.partition(":")
+    if spec not in DEVICES[:3] and not (kind == "cuda" and index.isdigit()):
+        raise ValueError(f"{label or f'device={spec!r}'}; allowed: {', '.join(DEVICES)}")
+    return spec
+
+
+def check_dtype(spec: str, label: str | None = None) -> str:
+    """``spec`` when it is one of :data:`DTYPES`, else a ValueError starting with ``label`` (default
+    ``dtype='<spec>'``)."""
+    if spec not in DTYPES:
+        raise ValueError(f"{label or f'dtype={spec!r}'}; allowed: {', '.join(DTYPES)}")
+    return spec
+
+
 def validate_run(r: RunConfig) -> None:
     """``run.device`` and ``run.dtype`` are among the allowed values (a CUDA device need not exist here: a
     profile is checked on any machine)."""
-    kind, _, index = r.device.partition(":")
-    if r.device not in DEVICES[:3] and not (kind == "cuda" and index.isdigit()):
-        raise ValueError(f"run.device={r.device!r}; allowed: {', '.join(DEVICES)}")
-    if r.dtype not in DTYPES:
-        raise ValueError(f"run.dtype={r.dtype!r}; allowed: {', '.join(DTYPES)}")
+    check_device(r.device, f"run.device={r.device!r}")
+    check_dtype(r.dtype, f"run.dtype={r.dtype!r}")

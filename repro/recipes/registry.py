@@ -52,7 +52,7 @@ def _no_curve(p: Profile, name: str) -> int:
     return 0
 
 
-def _no_overrides(p: Profile, arm: str) -> dict[str, Any]:
+def _nothing(p: Profile, arm: str) -> dict[str, Any]:
     return {}
 
 
@@ -83,12 +83,12 @@ class Recipe:
     curve_every: Callable[[Profile, str], int] = _no_curve
     """``curve_every(p, name)`` (``name`` with its seed suffix): keep a loadable checkpoint every that many steps
     for a training curve (0: none)."""
-    final_config: Callable[[Profile, str], dict[str, Any]] = _no_overrides
+    final_config: Callable[[Profile, str], dict[str, Any]] = _nothing
     """``final_config(p, arm)``: config fields written into the trained model's ``config.json`` (a training-only
     setting switched off for evaluation, e.g. attention dropout)."""
     needs_anchors: Callable[[str], bool] = lambda arm: False
     """``needs_anchors(arm)``: the arm selects anchor sentences (its method needs ``Inputs.anchors``)."""
-    key_fields: Callable[[Profile, str], dict[str, Any]] = _no_overrides
+    key_fields: Callable[[Profile, str], dict[str, Any]] = _nothing
     """``key_fields(p, arm)``: what of the profile beyond ``extend`` and the base the arm's weights depend on (it
     enters the arm's cache key in the pipeline; the papers' recipes have theirs in ``repro.stages.keys``)."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from repro.profiles.run import check_device
 from repro.schedules import cosine_decay
 
 
@@ -81,11 +82,7 @@ class TrainConfig:
             raise ValueError(f"max_steps={self.max_steps}; allowed: >= 1")
         if not 0 < self.lr <= 1:
             raise ValueError(f"lr={self.lr}; allowed: 0 < lr <= 1")
-        from repro.devices import DEVICE_CHOICES
-
-        kind, _, index = self.device.partition(":")
-        if self.device not in ("auto", "cpu", "cuda") and not (kind == "cuda" and index.isdigit()):
-            raise ValueError(f"device={self.device!r}; allowed: {', '.join(DEVICE_CHOICES)}")
+        check_device(self.device)
         if self.micro_batch_size < 0:
             raise ValueError(f"micro_batch_size={self.micro_batch_size}; allowed: 0 (no accumulation) or >= 1 rows")
 
