@@ -89,10 +89,20 @@ def lengths(start: int = 1024, max_length: int = 32768) -> list[int]:
 
 
 # -- the child ---------------------------------------------------------------------------------------------
+def proc_status_kib(fields: tuple[str, ...], pid: int | str = "self") -> dict[str, int]:
+    """``VmRSS``, ``VmHWM``, ``VmSize``... of a process from ``/proc/<pid>/status``, in KiB (0 for a field or a
+    process that is not there)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            text = f.read()
+    except OSError:
+        return {k: 0 for k in fields}
+    found = {k: re.search(rf"{k}:\s+(\d+)", text) for k in fields}
+    return {k: int(m.group(1)) if m else 0 for k, m in found.items()}
+
+
 def _status_mib() -> dict[str, float]:
-    with open("/proc/self/status") as f:
-        text = f.read()
-    return {k: int(re.search(rf"{k}:\s+(\d+)", text).group(1)) / 1024 for k in ("VmSize", "VmRSS")}
+    return {k: v / 1024 for k, v in proc_status_kib(("VmSize", "VmRSS")).items()}
 
 
 def _build(cfg: IGMemoryConfig, length: int):
@@ -143,12 +153,7 @@ def measure_one(method: str, length: int, cfg: IGMemoryConfig) -> dict:
 
 # -- the parent ------------------------------------------------------------------------------------------
 def _rss_mib(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            m = re.search(r"VmRSS:\s+(\d+)", f.read())
-        return int(m.group(1)) / 1024 if m else 0.0
-    except OSError:
-        return 0.0
+    return proc_status_kib(("VmRSS",), pid)["VmRSS"] / 1024
 
 
 def run_one(method: str, length: int, cfg: IGMemoryConfig, poll_s: float = 0.05) -> dict:

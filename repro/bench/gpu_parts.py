@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import gc
 import resource
-import re
 import time
 from typing import Any, Callable
 
 import torch
 
+from repro.analysis.ig_memory import proc_status_kib
 from repro.bench.gpu_shapes import Shape, sync
 
 IG_METHODS = ("memory-linear (token_scores)", "naive Eq. 1 (naive_token_scores)")
@@ -66,9 +66,7 @@ def guarded(fn: Callable[..., Any], *args, **kwargs) -> tuple[Any, str]:
 
 
 def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        m = re.search(rf"{field}:\s+(\d+)", f.read())
-    return int(m.group(1)) if m else 0
+    return proc_status_kib((field,))[field]
 
 
 class PeakMemory:
