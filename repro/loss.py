@@ -6,7 +6,8 @@ their gradients are most of a training step's memory traffic.
 :func:`chunked_clm_loss` takes the final hidden states instead and, chunk by chunk of
 ``chunk`` target tokens, computes the logits, the loss and already the gradient with
 respect to the hidden states and the output-embedding matrix (softmax minus one-hot,
-times the token's weight), so the backward pass only scales stored gradients. Same
+times the token's weight; only those autograd will ask for: a frozen head's is skipped),
+so the backward pass only scales stored gradients. Same
 matmul FLOPs as the plain path, O(chunk x V) extra memory instead of O(B x T x V),
 and tokens of weight 0 are skipped. Tests check loss and every parameter gradient
 against :func:`weighted_clm_loss` in float64.
@@ -33,12 +34,14 @@ def weighted_clm_loss(logits: torch.Tensor, input_ids: torch.Tensor,
     return (ce * w).sum() / w.sum().clamp_min(1e-8), ce
 
 
-def _head_buffers(hidden: torch.Tensor, weight: torch.Tensor, compute_dtype: torch.dtype):
+def _head_buffers(ctx, hidden: torch.Tensor, weight: torch.Tensor, compute_dtype: torch.dtype):
     """What a fused head loss accumulates into: gradient buffers for the hidden states and the head (fp32, fp64 for
-    fp64 heads), the accumulation dtype, the running total and the head in the matmul dtype."""
-    grad_h = torch.zeros_like(hidden)
+    fp64 heads; None for an input autograd will not ask a gradient of, e.g. a frozen head or a no-grad call: its
+    matmul is skipped), the accumulation dtype, the running total and the head in the matmul dtype."""
+    need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    grad_h = torch.zeros_like(hidden) if need_h else None
     grad_w = torch.zeros(weight.shape, dtype=torch.float32 if weight.dtype != torch.float64 else weight.dtype,
-                         device=weight.device)
+                         device=weight.device) if need_w else None
     acc = torch.float64 if hidden.dtype == torch.float64 else torch.float32
     return grad_h, grad_w, acc, torch.zeros((), dtype=acc, device=hidden.device), weight.to(compute_dtype)
 
@@ -48,9 +51,18 @@ class _PrecomputedHeadGrads(torch.autograd.Function):
     and saved them; backward only scales them (every other input gets no gradient)."""
 
     @staticmethod
+    def save(ctx, grad_h, grad_w, weight, n_constants: int) -> None:
+        """Keep the forward's gradients (None where not needed) for :meth:`backward`."""
+        ctx.has = (grad_h is not None, grad_w is not None)
+        ctx.save_for_backward(*[g for g in (grad_h, None if grad_w is None else grad_w.to(weight.dtype))
+                                if g is not None])
+        ctx.n_constants = n_constants
+
+    @staticmethod
     def backward(ctx, grad_out):
-        grad_h, grad_w = ctx.saved_tensors
-        return grad_h * grad_out.to(grad_h.dtype), grad_w * grad_out.to(grad_w.dtype), *([None] * ctx.n_constants)
+        saved = iter(ctx.saved_tensors)
+        grads = [next(saved) if has else None for has in ctx.has]
+        return *[None if g is None else g * grad_out.to(g.dtype) for g in grads], *([None] * ctx.n_constants)
 
 
 class _FusedHeadCE(_PrecomputedHeadGrads):
@@ -58,21 +70,24 @@ class _FusedHeadCE(_PrecomputedHeadGrads):
 
     @staticmethod
     def forward(ctx, hidden, weight, targets, w, chunk, compute_dtype):
-        grad_h, grad_w, acc, total, wc = _head_buffers(hidden, weight, compute_dtype)
+        grad_h, grad_w, acc, total, wc = _head_buffers(ctx, hidden, weight, compute_dtype)
         for s in range(0, hidden.shape[0], chunk):
             h = hidden[s:s + chunk].to(compute_dtype)
             logits = (h @ wc.T).to(acc)
             y, ww = targets[s:s + chunk], w[s:s + chunk].to(acc)
             logp = torch.log_softmax(logits, -1)
             total += -(logp.gather(1, y[:, None]).squeeze(1) * ww).sum()
+            if grad_h is None and grad_w is None:
+                continue
             g = logp.exp_()
             g[torch.arange(len(y), device=g.device), y] -= 1
             g *= ww[:, None]
             g = g.to(compute_dtype)
-            grad_h[s:s + chunk] = (g @ wc).to(grad_h.dtype)
-            grad_w += (g.T @ h).to(grad_w.dtype)
-        ctx.save_for_backward(grad_h, grad_w.to(weight.dtype))
-        ctx.n_constants = 4
+            if grad_h is not None:
+                grad_h[s:s + chunk] = (g @ wc).to(grad_h.dtype)
+            if grad_w is not None:
+                grad_w += (g.T @ h).to(grad_w.dtype)
+        _FusedHeadCE.save(ctx, grad_h, grad_w, weight, 4)
         return total
 
 
@@ -133,7 +148,7 @@ class _FusedHeadKL(_PrecomputedHeadGrads):
 
     @staticmethod
     def forward(ctx, student, weight, teacher, w, chunk, compute_dtype, reverse):
-        grad_h, grad_w, acc, total, wc = _head_buffers(student, weight, compute_dtype)
+        grad_h, grad_w, acc, total, wc = _head_buffers(ctx, student, weight, compute_dtype)
         for s in range(0, student.shape[0], chunk):
             h = student[s:s + chunk].to(compute_dtype)
             ls = torch.log_softmax((h @ wc.T).to(acc), -1)
@@ -151,10 +166,11 @@ class _FusedHeadKL(_PrecomputedHeadGrads):
                 g = ls.exp_().sub_(pt)
             total += (kl * ww).sum()
             g = g.mul_(ww[:, None]).to(compute_dtype)
-            grad_h[s:s + chunk] = (g @ wc).to(grad_h.dtype)
-            grad_w += (g.T @ h).to(grad_w.dtype)
-        ctx.save_for_backward(grad_h, grad_w.to(weight.dtype))
-        ctx.n_constants = 5
+            if grad_h is not None:
+                grad_h[s:s + chunk] = (g @ wc).to(grad_h.dtype)
+            if grad_w is not None:
+                grad_w += (g.T @ h).to(grad_w.dtype)
+        _FusedHeadKL.save(ctx, grad_h, grad_w, weight, 5)
         return total
 
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 import copy
 import math
 import statistics
-import time
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
+from repro.bench.step_timing import Clock, summarize
 from repro.methods.cdt import ce_from_embeds, frozen
 
 CD_COST_ARMS: dict[str, str | None] = {"ce": None, "cdt": "frozen", "cdt_full_backward": "full_backward"}
@@ -39,32 +39,6 @@ DETECTIONS = ("frozen", "full_backward")
 """Detection passes: weights frozen (as implemented) or a full backward (the authors' trainer)."""
 PARTS = ("detect_forward", "detect_backward", "forward", "backward", "optimizer")
 """The parts a step is split into (the CE step has no detection parts)."""
-
-
-class Clock:
-    """Seconds spent in named parts of a step: :meth:`lap` adds the time since the previous lap to a part
-    (the GPU synchronized first when ``cuda``)."""
-
-    def __init__(self, cuda: bool = False):
-        self.cuda = cuda
-        self.parts: dict[str, float] = {}
-        self.last = 0.0
-
-    def start(self) -> None:
-        """Forget the parts and start timing."""
-        self._sync()
-        self.parts, self.last = {}, time.perf_counter()
-
-    def lap(self, part: str) -> None:
-        """Add the seconds since the previous lap (or :meth:`start`) to ``part``."""
-        self._sync()
-        now = time.perf_counter()
-        self.parts[part] = self.parts.get(part, 0.0) + now - self.last
-        self.last = now
-
-    def _sync(self) -> None:
-        if self.cuda:
-            torch.cuda.synchronize()
 
 
 def detection(mode: str = "frozen", clock: Clock | None = None) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
@@ -151,10 +125,12 @@ def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
     ``answer_group``), used in turn, every arm on the same batch in a round; default: random token ids of
     ``batch_size`` x ``length`` (the time does not depend on the values). ``threads``: torch's CPU threads during
     the run (restored after). Returns ``{arm: {"seconds": [...], "seconds_per_step": median, "ratio": median /
-    ce's median, "parts": {part: median seconds}, "batch": [B, T], "tokens_per_step": B * T, "lr", "beta",
-    "bf16", "threads"}}``, timed in ``steps`` interleaved rounds after ``warmup`` untimed ones. The parts' medians
-    need not add up to the step's median.
+    ce's median, "parts": {part: median seconds}, "flops", "bound", "vs_bound" (as
+    :func:`repro.bench.step_timing.summarize`: FLOPs of :func:`repro.bench.method_flops.cdt_flops`),
+    "batch": [B, T], "tokens_per_step": B * T, "lr", "beta", "bf16", "threads"}}``, timed in ``steps`` interleaved
+    rounds after ``warmup`` untimed ones. The parts' medians need not add up to the step's median.
     """
+    from repro.bench.method_flops import Dims, cdt_flops, rows_flops
     from repro.methods.cdt import CDTSpec, cdt_loss
     from repro.timing import interleaved_rounds
     from repro.train import clm_step
@@ -181,6 +157,7 @@ def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
     rows = [_to_torch(batches[r % len(batches)] if batches is not None
                       else _random_batch(batch_size, length, vocab, rng), device) for r in range(warmup + steps)]
     clock = Clock(cuda=device.type == "cuda")
+    dims = Dims.of(model.config)
     setups = {}
     for name in arms:
         m = copy.deepcopy(model).train()
@@ -201,7 +178,9 @@ def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
         clock.lap("backward")
         opt.step()
         clock.lap("optimizer")
-        return sum(clock.parts.values()), dict(clock.parts)
+        B, T = b["input_ids"].shape
+        flops = rows_flops(lambda n, _: cdt_flops(dims, n, CD_COST_ARMS[name]), [T] * B)
+        return sum(clock.parts.values()), dict(clock.parts), flops
 
     previous = torch.get_num_threads()
     if threads is not None:
@@ -210,13 +189,11 @@ def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
         times = interleaved_rounds(arms, steps, warmup, step, "CD-Cost steps", progress)
     finally:
         torch.set_num_threads(previous)
-    ref = statistics.median(t for t, _ in times["ce"])
-    out = {}
+    B, T = rows[0]["input_ids"].shape
+    out = summarize({n: [(t, f) for t, _, f in got] for n, got in times.items()}, "ce",
+                    {"batch": [int(B), int(T)], "tokens_per_step": int(B * T), "lr": lr, "beta": beta, "bf16": bf16,
+                     "threads": threads})
     for name, got in times.items():
-        secs = [t for t, _ in got]
-        parts = {p: statistics.median(d.get(p, 0.0) for _, d in got) for p in PARTS if any(p in d for _, d in got)}
-        B, T = rows[0]["input_ids"].shape
-        out[name] = {"seconds": secs, "seconds_per_step": statistics.median(secs),
-                     "ratio": statistics.median(secs) / ref, "parts": parts, "batch": [int(B), int(T)],
-                     "tokens_per_step": int(B * T), "lr": lr, "beta": beta, "bf16": bf16, "threads": threads}
+        out[name]["parts"] = {p: statistics.median(d.get(p, 0.0) for _, d, _ in got) for p in PARTS
+                              if any(p in d for _, d, _ in got)}
     return out

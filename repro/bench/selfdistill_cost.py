@@ -7,17 +7,20 @@ arm runs forward, backward and an AdamW step on its own copy of the same model, 
 rounds (A B C ... A B C ...) so that the machine's noise hits every arm alike; the table reports medians and
 ratios to Standard within the run. The paper reports ~1.6x for its method (§3.7); two full passes cost ~2x;
 the shared skip pass is expected at ~1.5x with ``s`` uniform, plus the KL's head cost, which a model with a
-large vocabulary relative to its width (the tiny one) pays more than an 8B model does.
+large vocabulary relative to its width (the tiny one) pays more than an 8B model does. Each step's FLOPs are
+counted from the model's shape and that step's views (:mod:`repro.bench.method_flops`): the ``bound`` a ratio
+can reach. :data:`POSITION_ARMS` (PoSE's and LongRecipe's position ids on the Standard step) can be added.
 """
 
 from __future__ import annotations
 
 import copy
 import statistics
-import time
 
 import numpy as np
 import torch
+
+from repro.bench.step_timing import Clock, summarize
 
 COST_ARMS: dict[str, dict] = {
     "Standard": {"consistency": "none"},
@@ -27,50 +30,130 @@ COST_ARMS: dict[str, dict] = {
     "LongCE": {"consistency": "none", "longce": True},
     "skip + LongCE": {"longce": True},
 }
-"""The arms timed, as :class:`repro.methods.selfdistill.SelfDistillSpec` fields."""
+"""The arms timed, as :class:`repro.methods.selfdistill.SelfDistillSpec` fields (``positions``, not a spec field:
+the Standard step on rows whose position ids a transform of :data:`POSITION_TRANSFORMS` replaced)."""
+POSITION_ARMS: dict[str, dict] = {
+    "PoSE positions": {"consistency": "none", "positions": "pose"},
+    "LongRecipe positions": {"consistency": "none", "positions": "longrecipe"},
+}
+"""The Standard step on PoSE's and LongRecipe's position ids (their transforms change no FLOP: bound 1)."""
+POSITION_TRANSFORMS = ("pose", "longrecipe")
+PARTS = ("first_pass", "clm", "second_pass", "consistency", "backward", "optimizer")
+"""The parts a step is split into (:func:`repro.methods.selfdistill.selfdistill_loss`'s ``clock``)."""
+POSITION_SPREAD = 4
+"""Position arms map a row of ``T`` tokens into ``[0, POSITION_SPREAD * T)``."""
 
 
-def _batch(spec, batch_size: int, length: int, vocab: int, rng: np.random.Generator) -> dict[str, torch.Tensor]:
-    from repro.methods.selfdistill import selfdistill_batch
+def _positions(kind: str, T: int, rng: np.random.Generator) -> np.ndarray:
+    from repro.positions import PositionSample, longrecipe_alg1, pose
 
-    return selfdistill_batch(torch.as_tensor(rng.integers(0, vocab, (batch_size, length))), spec, rng)
+    if kind == "pose":
+        return pose(PositionSample(n=T), POSITION_SPREAD * T, rng)
+    starts, at = [], 0
+    while at < T:  # sentences of 10-40 tokens
+        starts.append(at)
+        at += int(rng.integers(10, 41))
+    return longrecipe_alg1(PositionSample(n=T, sentence_starts=tuple(starts)), POSITION_SPREAD * T, rng)
+
+
+def _rows(batches, r: int, batch_size: int, length: int, vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    if batches is not None:
+        b = batches[r % len(batches)]
+        return {k: np.asarray(b[k]) for k in ("input_ids", "position_ids", "weights", "doc_ids") if k in b}
+    ids = rng.integers(0, vocab, (batch_size, length))
+    return {"input_ids": ids, "position_ids": np.tile(np.arange(length, dtype=np.int64), (batch_size, 1)),
+            "weights": np.ones((batch_size, length), np.float32)}
+
+
+def _batch(rows: dict[str, np.ndarray], fields: dict, spec, pad_id: int | None, rng: np.random.Generator,
+           device: torch.device) -> dict[str, torch.Tensor]:
+    from repro.methods.selfdistill import perturb_rows
+
+    b = dict(rows)
+    if fields.get("positions"):
+        B, T = b["input_ids"].shape
+        if b.get("doc_ids") is not None:
+            raise ValueError("position arms need rows of one document each (no doc_ids)")
+        b["position_ids"] = np.stack([_positions(fields["positions"], T, rng) for _ in range(B)])
+    valid = np.ones(b["input_ids"].shape, bool) if pad_id is None else b["input_ids"] != pad_id
+    b.update(perturb_rows(spec, b["position_ids"], rng, valid))
+    return {k: torch.as_tensor(v, device=device) for k, v in b.items()}
 
 
 def measure_rp_step_costs(model: torch.nn.Module, batch_size: int, length: int, steps: int = 6, warmup: int = 1,
                           bf16: bool = False, longce=None, arms: dict[str, dict] | None = None, seed: int = 0,
-                          progress: bool = True) -> dict[str, dict]:
+                          progress: bool = True, batches=None, pad_id: int | None = None,
+                          threads: int | None = None) -> dict[str, dict]:
     """Seconds per optimizer step of each arm (``arms``, default :data:`COST_ARMS`) on copies of ``model``.
 
-    ``longce``: the :class:`repro.methods.longce.LongCEConfig` of the LongCE arms (they are skipped without it).
+    ``batches``: rows to time on (dicts of ``input_ids``, ``position_ids``, ``weights``, optional ``doc_ids``, e.g.
+    an arm's prepared batches), used in turn, each arm drawing its own view of them; default: random token ids of
+    ``batch_size`` x ``length``. ``pad_id``: tokens left out of the KL. ``longce``: the
+    :class:`repro.methods.longce.LongCEConfig` of the LongCE arms (they are skipped without it). ``threads``:
+    torch's CPU threads during the run (restored after).
+
     Returns ``{arm: {"seconds": [...], "seconds_per_step": median, "ratio": median / Standard's median,
-    "tokens_per_step": ...}}``, timed in ``steps`` interleaved rounds after ``warmup`` untimed ones.
+    "flops": [...], "bound": mean FLOPs / Standard's mean FLOPs, "vs_bound": ..., "parts": {part: median seconds}
+    (:data:`PARTS`), "tokens_per_step": ...}}``,
+    timed in ``steps`` interleaved rounds after ``warmup`` untimed ones. FLOPs are counted per step from the
+    model's shape and the step's own views (:mod:`repro.bench.method_flops`); ``vs_bound`` is the median over
+    rounds of the arm's seconds per FLOP, over Standard's median seconds per FLOP (1: the arm runs as fast per
+    FLOP as Standard; the measured ratio is then its FLOP bound).
     """
+    from repro.bench.method_flops import Dims, rows_flops, selfdistill_flops
     from repro.methods.selfdistill import SelfDistillSpec, selfdistill_loss
     from repro.timing import interleaved_rounds
 
-    if steps < 1 or warmup < 0 or batch_size < 1 or length < 2:
-        raise ValueError(f"steps={steps}, warmup={warmup}, batch_size={batch_size}, length={length}; allowed: "
-                         "steps >= 1, warmup >= 0, batch_size >= 1, length >= 2")
+    if steps < 1 or warmup < 0 or batch_size < 1 or length < 2 or (threads is not None and threads < 1):
+        raise ValueError(f"steps={steps}, warmup={warmup}, batch_size={batch_size}, length={length}, "
+                         f"threads={threads}; allowed: steps >= 1, warmup >= 0, batch_size >= 1, length >= 2, "
+                         "threads >= 1 or None")
+    if batches is not None and not len(batches):
+        raise ValueError("batches is empty; allowed: at least one batch, or None for random rows")
     arms = {k: v for k, v in (arms or COST_ARMS).items() if longce is not None or not v.get("longce")}
     if "Standard" not in arms:
         raise ValueError(f"arms {sorted(arms)} must include 'Standard' (the reference of the ratios)")
+    if bad := [k for k, v in arms.items() if v.get("positions") not in (None, *POSITION_TRANSFORMS)]:
+        raise ValueError(f"arm {bad[0]!r} positions={arms[bad[0]]['positions']!r}; allowed: "
+                         f"{', '.join(POSITION_TRANSFORMS)}")
     rng = np.random.default_rng(seed)
+    device = next(model.parameters()).device
     vocab = model.get_input_embeddings().weight.shape[0]
+    dims = Dims.of(model.config)
+    window = None if longce is None else (longce.window, longce.stride)
+    rows = [_rows(batches, r, batch_size, length, vocab, rng) for r in range(warmup + steps)]
+    clock = Clock(cuda=device.type == "cuda")
     setups = {}
     for name, fields in arms.items():
         m = copy.deepcopy(model).train()
-        setups[name] = (SelfDistillSpec(**fields), m, torch.optim.AdamW(m.parameters(), lr=1e-4))
-    def step(name: str, r: int) -> float:
-        spec, m, opt = setups[name]
-        b = _batch(spec, batch_size, length, vocab, rng)
-        t0 = time.perf_counter()
-        loss, _ = selfdistill_loss(m, b, spec, bf16, longce if spec.longce else None)
+        spec = SelfDistillSpec(**{k: v for k, v in fields.items() if k != "positions"})
+        setups[name] = (fields, spec, m, torch.optim.AdamW(m.parameters(), lr=1e-4))
+
+    def step(name: str, r: int) -> tuple[float, dict[str, float], float]:
+        fields, spec, m, opt = setups[name]
+        b = _batch(rows[r], fields, spec, pad_id, rng, device)
+        T = b["input_ids"].shape[1]
+        flops = rows_flops(lambda n, s: selfdistill_flops(dims, n, s, fields, window), [T] * len(b["input_ids"]),
+                           b["split"].tolist())
+        clock.start()
+        loss, _ = selfdistill_loss(m, b, spec, bf16, longce if spec.longce else None, clock=clock)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        clock.lap("backward")
         opt.step()
-        return time.perf_counter() - t0
+        clock.lap("optimizer")
+        return sum(clock.parts.values()), dict(clock.parts), flops
 
-    times = interleaved_rounds(list(setups), steps, warmup, step, "RP-Cost steps", progress)
-    ref = statistics.median(times["Standard"])
-    return {n: {"seconds": t, "seconds_per_step": statistics.median(t), "ratio": statistics.median(t) / ref,
-                "tokens_per_step": batch_size * length} for n, t in times.items()}
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        times = interleaved_rounds(list(setups), steps, warmup, step, "RP-Cost steps", progress)
+    finally:
+        torch.set_num_threads(previous)
+    out = summarize({n: [(t, f) for t, _, f in got] for n, got in times.items()}, "Standard",
+                    {"tokens_per_step": int(rows[0]["input_ids"].size), "threads": threads})
+    for name, got in times.items():
+        out[name]["parts"] = {p: statistics.median(d.get(p, 0.0) for _, d, _ in got) for p in PARTS
+                              if any(p in d for _, d, _ in got)}
+    return out

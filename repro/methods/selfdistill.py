@@ -261,10 +261,14 @@ def kl_term(model, student: torch.Tensor, teacher: torch.Tensor, kl_mask: torch.
 
 
 def selfdistill_loss(model, batch: dict[str, torch.Tensor], spec: SelfDistillSpec, bf16: bool = False, longce=None,
-                     chunk: int = 2048) -> tuple[torch.Tensor, dict[str, float]]:
+                     chunk: int = 2048, clock=None) -> tuple[torch.Tensor, dict[str, float]]:
     """The training objective of one batch (``input_ids``, ``position_ids``, ``weights``, ``perturbed_position_ids``,
     ``split``, ``kl_mask``; optional ``doc_ids``, ``answer_group``): ``(loss, metrics)`` with ``loss``, ``clm``,
-    ``consistency`` (the KL or perturbed-view CLM before lambda) and ``train_em``."""
+    ``consistency`` (the KL or perturbed-view CLM before lambda) and ``train_em``.
+
+    ``clock``: an object with ``lap(part)`` (e.g. :class:`repro.bench.step_timing.Clock`), told when each part ends:
+    ``first_pass`` (the standard view's forward, or PoSE's one view), ``clm`` (its CLM term, LongCE's windows
+    included), ``second_pass`` (the perturbed view's forward) and ``consistency`` (the KL or CLM on it)."""
     from repro.methods.two_view import perturbed_hidden_naive, perturbed_hidden_shared, standard_pass
 
     device = "cpu" if batch["input_ids"].device.type == "cpu" else "cuda"
@@ -272,17 +276,22 @@ def selfdistill_loss(model, batch: dict[str, torch.Tensor], spec: SelfDistillSpe
     doc = batch.get("doc_ids")
     head = plain_head_weight(model)
     metrics: dict[str, float] = {}
+    lap = clock.lap if clock is not None else (lambda part: None)
     with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
         if not spec.standard_clm:  # PoSE: CLM on the perturbed view only
             hidden = perturbed_hidden_naive(model, ids, pert, doc)
+            lap("first_pass")
             loss, extra = clm_term(model, hidden, batch, head, bf16, longce if spec.longce else None, chunk)
             metrics.update(extra, clm=float(loss.detach()))
+            lap("clm")
             return _finish(loss, metrics, hidden, head, batch)
         active = spec.consistency != "none" and spec.lam > 0
         shared = active and spec.view == "skip" and spec.shared_prefix and not recomputes_layers(model)
         hidden, cache = standard_pass(model, ids, pos, doc, cache=shared)
+        lap("first_pass")
         clm, extra = clm_term(model, hidden, batch, head, bf16, longce if spec.longce else None, chunk)
         metrics.update(extra, clm=float(clm.detach()))
+        lap("clm")
         loss = clm
         if active:
             with _perturbed_context(model, spec):
@@ -290,12 +299,14 @@ def selfdistill_loss(model, batch: dict[str, torch.Tensor], spec: SelfDistillSpe
                     pert_hidden = perturbed_hidden_shared(model, ids, pert, batch["split"], hidden, cache, doc)
                 else:
                     pert_hidden = perturbed_hidden_naive(model, ids, pert, doc)
+            lap("second_pass")
             if spec.consistency == "kl":
                 cons = kl_term(model, pert_hidden, hidden.detach(), batch["kl_mask"].bool(), head, spec.direction,
                                bf16, chunk)
             else:
                 cons = clm_term(model, pert_hidden, batch, head, bf16, None, chunk)[0]
             metrics["consistency"] = float(cons.detach())
+            lap("consistency")
             loss = clm + spec.lam * cons
     return _finish(loss, metrics, hidden, head, batch)
 

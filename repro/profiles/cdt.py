@@ -69,6 +69,11 @@ class CDTConfig:
     """CD-Mem: memory cap of each measurement (a run above it is stopped and reported as out of memory)."""
     cost_steps: int = 6
     """CD-Cost: timed steps per arm (interleaved rounds)."""
+    cost_proxy: str = "llama-3-8b"
+    """CD-Cost: the paper-shaped proxies its arms are also timed on (:data:`repro.bench.cost_proxies.PROXY_SETS`:
+    ``llama-3-8b``, ``smoke``; ``none``: no proxy table)."""
+    proxy_steps: int = 4
+    """CD-Cost: timed rounds per proxy (after one warm-up round)."""
     longppl_evaluator: str = "flt"
     """Checkpoint whose short-vs-long loss gap picks LongPPL's key tokens (the paper: Qwen2-72B; here FLT, trained
     from the same base but in none of the compared arms)."""

@@ -14,6 +14,10 @@ RP_ABLATION_ARMS: tuple[str, ...] = (
 """Self-distillation Tables 8-11 (all at the early checkpoint): Baseline and Ours at it, then the controls."""
 
 
+COST_PROXIES: tuple[str, ...] = ("none", "llama-3-8b", "smoke")
+"""Names of the proxy sets of RP-Cost and CD-Cost (``none`` and :data:`repro.bench.cost_proxies.PROXY_SETS`)."""
+
+
 @dataclass(frozen=True)
 class SelfDistillConfig:
     """RoPE-perturbed self-distillation (its §2-3): the arms of its comparison and what they share.
@@ -55,3 +59,8 @@ class SelfDistillConfig:
     """Prompts per (task, depth) cell of the ablations' RULER grid at the target."""
     cost_steps: int = 6
     """RP-Cost: timed steps per arm (interleaved rounds) of the step-time benchmark."""
+    cost_proxy: str = "llama-3-8b"
+    """RP-Cost: the paper-shaped proxies its arms are also timed on (:data:`repro.bench.cost_proxies.PROXY_SETS`:
+    ``llama-3-8b``, ``smoke``; ``none``: no proxy table)."""
+    proxy_steps: int = 4
+    """RP-Cost: timed rounds per proxy (after one warm-up round)."""

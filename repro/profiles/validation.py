@@ -134,6 +134,16 @@ def _validate_selfdistill(sd: SelfDistillConfig, e: ExtendConfig) -> None:
                          f"yarn_samples={sd.yarn_samples}, ablation_samples={sd.ablation_samples}, "
                          f"cost_steps={sd.cost_steps}; allowed: lengths in 1..extend.target_window, factors >= 1, "
                          "counts >= 1")
+    _validate_proxy("selfdistill", sd.cost_proxy, sd.proxy_steps)
+
+
+def _validate_proxy(section: str, name: str, steps: int) -> None:
+    from repro.profiles.selfdistill import COST_PROXIES
+
+    if name not in COST_PROXIES:
+        raise ValueError(f"{section}.cost_proxy={name!r}; allowed: {', '.join(COST_PROXIES)}")
+    if steps < 1:
+        raise ValueError(f"{section}.proxy_steps={steps}; allowed: >= 1")
 
 
 def _validate_cdt(cd: CDTConfig) -> None:
@@ -146,6 +156,7 @@ def _validate_cdt(cd: CDTConfig) -> None:
                  "map_chunks", "map_samples", "cost_steps", "longppl_docs"):
         if getattr(cd, name) < 1:
             raise ValueError(f"cdt.{name}={getattr(cd, name)}; allowed: >= 1")
+    _validate_proxy("cdt", cd.cost_proxy, cd.proxy_steps)
     if cd.analysis_pool not in ("train", "eval"):
         raise ValueError(f"cdt.analysis_pool={cd.analysis_pool!r}; allowed: train, eval")
     if not 0 < cd.task_lr <= 1 or not cd.lr_sweep or min(cd.lr_sweep) <= 0 or not cd.mem_lengths \

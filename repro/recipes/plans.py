@@ -10,11 +10,21 @@ from __future__ import annotations
 from repro.profiles import Profile
 from repro.tasks.summary import DECILE_DEPTHS, NIAH_TASKS, RULER_TASKS, ruler_in_suite
 
-__all__ = ["TAB1_ARMS", "base_window_grid", "cd_plan", "pl_plan", "lr_plan", "plan_cost", "rp_plan", "ruler_in_suite",
-           "suite_plan", "yarn_rope"]
+__all__ = ["TAB1_ARMS", "TIMED_ARMS", "timed_threads", "base_window_grid", "cd_plan", "pl_plan", "lr_plan",
+           "plan_cost", "rp_plan", "ruler_in_suite", "suite_plan", "yarn_rope"]
 
 TAB1_ARMS: tuple[str, ...] = ("flt", "rpes", "pose", "longrecipe")
 """LongRecipe Table 1's extension arms (evaluated with YaRN beyond the target too, RP-Tab4/5)."""
+
+TIMED_ARMS: tuple[str, ...] = ("rp_standard", "rp_skip", "rp_cyclic", "rp_longce", "rp_skip_longce", "cdt")
+"""Arms whose own step times RP-Cost and CD-Cost report: each trains alone (no stage beside it, whose load would
+change its step time) on all the cores the side-by-side stages share (:func:`timed_threads`)."""
+
+
+def timed_threads(p: Profile) -> int:
+    """torch threads of a :data:`TIMED_ARMS` stage: ``extend.workers x extend.threads`` (0: the process's own)."""
+    return p.extend.workers * p.extend.threads
+
 
 RP_SEED_ARMS: tuple[str, ...] = ("rp_standard", "rp_cyclic", "rp_skip")
 """Self-distillation arms whose RULER is re-drawn with every evaluation seed (Table 15's rows)."""

@@ -3,7 +3,7 @@ one run (:func:`repro.bench.cdt_cost.measure_cd_step_costs`), with the paper's a
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from repro.profiles import Profile
 from repro.reports.common import Report, scale_note
@@ -27,13 +27,17 @@ def goal_met(ratio: float | None, goal: float = GOAL_RATIO) -> str:
 
 
 def cd_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
-            runs: Mapping[str, float | None] | None = None) -> Report:
+            runs: Mapping[str, float | None] | None = None,
+            proxies: Sequence[Mapping[str, Any]] | None = None) -> Report:
     """CD-Cost from :func:`repro.bench.cdt_cost.measure_cd_step_costs` (``bench``: arm -> timings) and, where
     given, the trained arms' own median seconds per step (``runs``: checkpoint name -> seconds, e.g. ``cdt`` and
-    ``rp_standard``; they trained side by side with other stages, so their ratio is noisier than the benchmark's).
+    ``rp_standard``, each trained alone, :data:`repro.recipes.plans.TIMED_ARMS`) and the proxy table (``proxies``:
+    :func:`repro.bench.cost_proxies.measure_proxies`).
 
     ``agrees``: ``yes`` when the CDT step is at most :data:`GOAL_RATIO` CE steps, ``partly``
     when above it but cheaper than the full-backward variant, ``no`` otherwise."""
+    from repro.reports.cost_proxies import bound_columns, proxy_summary, proxy_table
+
     runs = runs or {}
     ref_run = runs.get(RUN_NAMES["ce"])
     rows = []
@@ -41,7 +45,7 @@ def cd_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
         run = runs.get(RUN_NAMES.get(name, ""))
         parts = r.get("parts", {})
         rows.append({"arm": name, "seconds / step": round(r["seconds_per_step"], 4),
-                     "ratio to CE": round(r["ratio"], 3),
+                     "ratio to CE": round(r["ratio"], 3), **bound_columns(r, name == "ce"),
                      **{col: round(parts[k], 4) if k in parts else "" for k, col in PART_COLUMNS.items()},
                      "goal": f"<= {GOAL_RATIO}x CE" if name == "cdt" else "",
                      "goal met": goal_met(r["ratio"]) if name == "cdt" else "",
@@ -61,11 +65,15 @@ def cd_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
            f"rounds in one run, ratios within the run. Parts (medians, need not add up): the detection's forward and "
            f"backward (weights frozen for 'cdt', a full backward for 'cdt_full_backward', the authors' trainer), the "
            f"forward (for CDT: the noise mask, Eq. 3 and the CE forward on the denoised embeddings), the backward "
-           f"and the optimizer step. 'training run': the trained arms' own median step time (cdt against "
-           f"rp_standard, the same rows and settings; run beside other stages). Scale: {scale_note(p)}.")
-    return Report("CD-Cost", [{"name": "CD-Cost", "rows": rows, "columns": list(rows[0]) if rows else ["arm"],
-                               "caption": cap}],
-                  ours=f"cdt {_x(cdt)} CE's step time, full-backward detection {_x(full)}",
+           f"and the optimizer step. FLOP bound and measured / bound as in the proxy table. 'training run': the "
+           f"trained arms' own median step time (cdt against rp_standard, the same rows and settings; each trained "
+           f"alone). Scale: {scale_note(p)}.")
+    tables = [{"name": "CD-Cost", "rows": rows, "columns": list(rows[0]) if rows else ["arm"], "caption": cap}]
+    if proxies:
+        tables.append(proxy_table("CD-Cost-proxies", proxies, "ce", "ratio to CE", PART_COLUMNS))
+    return Report("CD-Cost", tables,
+                  ours=f"cdt {_x(cdt)} CE's step time, full-backward detection {_x(full)}"
+                       + (f"; proxies: {proxy_summary(proxies, 'ce')}" if proxies else ""),
                   agrees=agrees, note=f"yes when the CDT step is <= {GOAL_RATIO}x CE's (one extra forward and one "
                                       f"activation-only backward: ~1.67x); partly when above but below the "
                                       f"full-backward variant (~2x); the paper: about 0.5 h more per 50 steps than "

@@ -6,7 +6,7 @@ stand-in of its Table 7.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from repro.profiles import Profile
 from repro.reports.common import Report, scale_note, scores_of, show
@@ -32,19 +32,31 @@ def run_seconds(metrics: list[dict], skip: int = 5) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+RUN_NAMES = {"Standard": "rp_standard", "skip, prefix-shared": "rp_skip", "cyclic (two full passes)": "rp_cyclic",
+             "LongCE": "rp_longce", "skip + LongCE": "rp_skip_longce"}
+"""Bench arm -> the trained arm whose own step time is shown beside (:data:`repro.recipes.plans.TIMED_ARMS`)."""
+PART_COLUMNS = {"first_pass": "first pass s", "clm": "CLM s", "second_pass": "second pass s",
+                "consistency": "KL s", "backward": "backward s", "optimizer": "optimizer s"}
+"""Step part (:data:`repro.bench.selfdistill_cost.PARTS`) -> its column."""
+
+
 def rp_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
-            runs: Mapping[str, float | None] | None = None) -> Report:
-    """RP-Cost from :func:`repro.bench.selfdistill_cost.measure_rp_step_costs` (``bench``: arm -> timings) and,
-    where given, the trained arms' own median seconds per step (``runs``: checkpoint name -> seconds; they trained
-    side by side with other stages, so their ratios are noisier than the interleaved benchmark's)."""
+            runs: Mapping[str, float | None] | None = None,
+            proxies: Sequence[Mapping[str, Any]] | None = None) -> Report:
+    """RP-Cost from :func:`repro.bench.selfdistill_cost.measure_rp_step_costs` (``bench``: arm -> timings, on the
+    trained arms' rows at their thread count), where given the trained arms' own median seconds per step (``runs``:
+    checkpoint name -> seconds; each trained alone, :data:`repro.recipes.plans.TIMED_ARMS`), and the proxy table
+    (``proxies``: :func:`repro.bench.cost_proxies.measure_proxies`)."""
+    from repro.reports.cost_proxies import bound_columns, proxy_summary, proxy_table
+
     ref_run = (runs or {}).get("rp_standard")
-    arm_run = {"Standard": "rp_standard", "skip, prefix-shared": "rp_skip", "cyclic (two full passes)": "rp_cyclic",
-               "LongCE": "rp_longce", "skip + LongCE": "rp_skip_longce"}
     rows = []
     for name, r in bench.items():
-        run = (runs or {}).get(arm_run.get(name, ""))
+        run = (runs or {}).get(RUN_NAMES.get(name, ""))
         rows.append({"arm": name, "seconds / step": round(r["seconds_per_step"], 4),
-                     "ratio to Standard": round(r["ratio"], 3),
+                     "ratio to Standard": round(r["ratio"], 3), **bound_columns(r, name == "Standard"),
+                     **{col: round(r["parts"][k], 4) if k in r.get("parts", {}) else ""
+                        for k, col in PART_COLUMNS.items()},
                      "training run s / step": "" if run is None else round(run, 4),
                      "training run ratio": "" if run is None or not ref_run else round(run / ref_run, 3),
                      "paper": {"Standard": 1.0, "skip, prefix-shared": PAPER_RATIO,
@@ -53,14 +65,22 @@ def rp_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
     naive = bench.get("skip, two full passes", {}).get("ratio")
     agrees = "n/a" if shared is None else "yes" if shared <= RATIO_GOAL else \
         "partly" if naive is not None and shared < naive else "no"
-    n = len(next(iter(bench.values()))["seconds"]) if bench else 0
+    first = next(iter(bench.values()), {})
+    n = len(first.get("seconds", []))
     cap = (f"RP-Cost: seconds per optimizer step (forward, backward, AdamW) of each objective on copies of one "
-           f"model, batch {p.extend.batch_size} x {p.extend.target_window} tokens, bf16={p.selfdistill.bf16}, median "
-           f"of {n} interleaved rounds in one run; ratios within the run. 'training run': the trained arms' own "
-           f"median step time (run two at a time). Scale: {scale_note(p)}.")
-    return Report("RP-Cost", [{"name": "RP-Cost", "rows": rows, "columns": list(rows[0]) if rows else [],
-                               "caption": cap}],
-                  ours=f"skip prefix-shared {_num(shared, 2)}x, two passes {_num(naive, 2)}x Standard's step time",
+           f"model, batch {p.extend.batch_size} x {p.extend.target_window} tokens of the trained arms' own rows, "
+           f"bf16={p.selfdistill.bf16}, {first.get('threads') or 'default'} CPU thread(s), median of {n} interleaved "
+           f"rounds in one run; ratios within the run. Parts (medians, need not add up): the first (standard) pass's "
+           f"forward, its CLM term (LongCE's windows included), the perturbed pass's forward, the KL, the backward "
+           f"and the optimizer step. FLOP bound and measured / bound as in the proxy table (this "
+           f"model's head is a large share of its FLOPs). 'training run': the trained arms' own median step time, "
+           f"each trained alone at that thread count. Scale: {scale_note(p)}.")
+    tables = [{"name": "RP-Cost", "rows": rows, "columns": list(rows[0]) if rows else [], "caption": cap}]
+    if proxies:
+        tables.append(proxy_table("RP-Cost-proxies", proxies, "Standard", "ratio to Standard", PART_COLUMNS))
+    return Report("RP-Cost", tables,
+                  ours=f"skip prefix-shared {_num(shared, 2)}x, two passes {_num(naive, 2)}x Standard's step time"
+                       + (f"; proxies: {proxy_summary(proxies, 'Standard')}" if proxies else ""),
                   agrees=agrees, note=f"yes when the prefix-shared skip step is <= {RATIO_GOAL}x Standard's "
                                       f"(paper {PAPER_RATIO}x; two full passes ~2x)")
 

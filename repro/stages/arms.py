@@ -17,6 +17,7 @@ from pathlib import Path
 
 from repro.distributed import is_launched, make_accelerator
 from repro.profiles import Profile
+from repro.recipes.plans import TIMED_ARMS, timed_threads
 from repro.stages.base import train_base
 from repro.stages.cache import as_profile, compute_once, stage_dir
 from repro.stages.corpus import build_corpus
@@ -100,6 +101,8 @@ def train_arm(profile: Profile | str, name: str, run_dir: str | Path = "runs", f
             data = prepare_extension_data(p, name, m, run_dir, steps=recipes.trained_steps(rp, arm))
         every = recipe.curve_every(p, name)
         keep = {"checkpoint_every": every, "keep_checkpoints": 10**6} if every else {}
+        if name in TIMED_ARMS:  # its step time is reported: trained alone on all the cores (stages.schedule)
+            keep["threads"] = timed_threads(p)
         cfg = recipes.train_config(rp, arm, **keep)
         final = Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress,
                         accelerator=accelerator).train()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from repro.profiles import Profile
+from repro.recipes.plans import TIMED_ARMS
 from repro.stages.cache import as_profile
 from repro.stages.concurrent import Job, run_jobs
 
@@ -45,7 +46,8 @@ def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path
     """Train (or reuse) the extension arms ``names`` (replicates ``<arm>@seed<k>`` included); arm -> ``final``.
 
     ``workers`` (default ``extend.workers``) stages run at a time; with ``extend.threads`` pinned the weights
-    are those of a serial run.
+    are those of a serial run. The arms whose step times the cost tables report
+    (:data:`repro.recipes.plans.TIMED_ARMS`) then train one at a time, each on all the cores.
     """
     from repro.methods import extension_spec
     from repro.methods.arms import extension_family, split_seed
@@ -64,9 +66,10 @@ def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path
         if needs[group[0]]:
             impactful_tokens(p, run_dir, progress=progress)
         group = sorted(group, key=lambda n: -_cost(p, n))  # longest first: the pool stays busy to the end
-        res = run_jobs([Job.of(train_extension, p, n, run_dir=run_dir, force=force) for n in group],
-                       w, _threads(w), progress, desc="extension arms")
-        out.update({n: r for n, (r, _) in zip(group, res)})
+        for part, k in (([n for n in group if n not in TIMED_ARMS], w), ([n for n in group if n in TIMED_ARMS], 1)):
+            res = run_jobs([Job.of(train_extension, p, n, run_dir=run_dir, force=force) for n in part],
+                           k, _threads(k), progress, desc="extension arms" if k > 1 else "timed arms, one at a time")
+            out.update({n: r for n, (r, _) in zip(part, res)})
     return {n: out[n] for n in names}
 
 

@@ -35,3 +35,21 @@ def test_a_failing_job_is_named(tmp_path):
         run_jobs([Job("rm_rf")], workers=2)
     with pytest.raises(ValueError, match="job function 'os:remove'; allowed:"):
         run_jobs([Job("os:remove", ("x",))], workers=2)
+
+
+def test_timed_arms_train_one_at_a_time_after_the_side_by_side_ones(tmp_path, monkeypatch):
+    """The arms whose step times RP-Cost and CD-Cost report train alone (no stage beside them), on all the cores."""
+    from repro.recipes.plans import TIMED_ARMS, timed_threads
+    from repro.stages import base, schedule
+
+    calls = []
+    monkeypatch.setattr(base, "train_base", lambda *a, **k: None)
+    monkeypatch.setattr(schedule, "run_jobs", lambda jobs, workers, threads, progress, desc:
+                        calls.append(([j.args[1] for j in jobs], workers)) or [(j.args[1], 0.0) for j in jobs])
+    p = get_profile("smoke").override(extend={"workers": 2, "threads": 1})
+    out = train_arms(p, ["rp_skip", "flt", "cdt", "pose", "rp_standard"], tmp_path, progress=False)
+    assert out == {n: n for n in ("rp_skip", "flt", "cdt", "pose", "rp_standard")}
+    assert [w for _, w in calls] == [2, 1]
+    assert set(calls[0][0]) == {"flt", "pose"} and set(calls[1][0]) == {"rp_skip", "cdt", "rp_standard"}
+    assert {"rp_standard", "rp_skip", "cdt"} <= set(TIMED_ARMS) and timed_threads(p) == 2
+    assert "rp_skip@seed1" not in TIMED_ARMS  # replicates train side by side
