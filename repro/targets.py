@@ -47,6 +47,10 @@ _ROWS = [
                      "memory, generation tokens/s (GPU-Throughput, GPU-Methods, GPU-IG, GPU-Generation)",
            "n/a (testbed; throughput anchors: ProLong 2,770-3,095 tokens/s/GPU at 64K on H100; self-distillation "
            "about 1.6x Standard)", "bench gpu"),
+    Target("TB-TimedArms", "RP-Cost's and CD-Cost's timed arms trained alone by the trainer against the interleaved "
+                           "benchmark on the same rows and threads; the two tables' proxy rows (RP-Cost-proxies, "
+                           "CD-Cost-proxies)", "n/a (testbed; a trained arm's step ratio within 1.15x of the "
+                           "benchmark's)", "bench costs"),
     # LongRecipe
     Target("LR-Alg1", "position index transformation worked example (App. D, Eq. 5-7)",
            "split on . ! ? newline; first sentence at 0, later sentences after random gaps re-drawn per example",

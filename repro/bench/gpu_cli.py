@@ -51,9 +51,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_parser(bench: argparse.ArgumentParser) -> None:
     """``gpu`` as an optional sub-choice of ``bench`` (without it, ``bench`` runs TB-Throughput)."""
-    which = bench.add_subparsers(dest="bench_what", metavar="{gpu}", required=False,
+    which = bench.add_subparsers(dest="bench_what", metavar="{gpu,costs}", required=False,
                                  help="gpu: the one-GPU benchmark at Llama-3.2-1B and Llama-3-8B shapes (TB-GPU; "
-                                      "`bench gpu --help`); without it: TB-Throughput")
+                                      "`bench gpu --help`); costs: the trained arms' step ratios against RP-Cost's "
+                                      "and CD-Cost's benchmark and the paper-shaped proxies (TB-TimedArms); "
+                                      "without either: TB-Throughput")
     add_arguments(which.add_parser("gpu", help="one GPU, 1B and 8B shapes: throughput, MFU, methods, IG, generation",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
+    from repro.bench import costs
+
+    c = which.add_parser("costs", help="trained arms vs the cost benchmark, proxies with their FLOP bounds",
+                         description=costs.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("--profile", dest="costs_profile", default="tiny", help="smoke or tiny (default tiny)")
+    c.add_argument("--quick", dest="costs_quick", action="store_true", help="the smoke profile, a few steps (a check)")
+    c.add_argument("--figures-dir", dest="costs_figures_dir", default="figures/costs", metavar="DIR",
+                   help="where TB-TimedArms, RP-Cost-proxies and CD-Cost-proxies go (default figures/costs)")
 

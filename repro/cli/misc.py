@@ -30,6 +30,10 @@ def main(args: argparse.Namespace) -> int:
         from repro.bench.gpu import gpu_main
 
         return gpu_main(args.gpu_quick, args.gpu_figures_dir, args.gpu_budget_s, args.gpu_device)
+    if args.cmd == "bench" and getattr(args, "bench_what", None) == "costs":
+        from repro.bench.costs import costs_main
+
+        return costs_main(args.costs_profile, args.costs_figures_dir, args.costs_quick)
     if args.cmd == "bench":
         from repro.bench.cli import bench_main
 

@@ -16,9 +16,10 @@ parameters in both computations, so the gradient that the naive path sends throu
 prefix arrives through the standard pass's prefix instead. With ``s`` uniform the second pass costs about
 half a pass: ~1.5x a standard step instead of 2x.
 
-Rows with different ``s`` run their suffixes in groups of equal ``s`` (the cache of a group is the
-standard cache's first ``s`` positions of those rows). Only public extension points are used:
-``position_ids``, ``past_key_values`` (a ``DynamicCache`` built from tensors) and explicit attention masks.
+Rows with different ``s`` run their suffixes in one decoder call, laid end to end, over their prefixes laid end
+to end in the cache (:mod:`repro.attention.suffix`). Only public extension points are used: ``position_ids``,
+``past_key_values`` (a ``DynamicCache`` built from tensors), explicit attention masks and an attention function
+registered with transformers.
 """
 
 from __future__ import annotations
@@ -36,20 +37,6 @@ def _mask(model: torch.nn.Module, input_ids: torch.Tensor, doc_ids: torch.Tensor
     if single_document(doc_ids):
         return torch.ones_like(input_ids)
     return causal_doc_mask(doc_ids, next(model.parameters()).dtype)
-
-
-def _suffix_mask(model: torch.nn.Module, doc_ids: torch.Tensor | None, rows: torch.Tensor, s: int,
-                 T: int) -> torch.Tensor:
-    """Mask of the suffix pass of ``rows``: queries ``[s, T)`` over keys ``[0, T)`` (cache prefix + suffix)."""
-    if single_document(doc_ids):
-        return torch.ones((len(rows), T), dtype=torch.long, device=rows.device)
-    d = doc_ids[rows]
-    q = torch.arange(s, T, device=d.device)
-    k = torch.arange(T, device=d.device)
-    allowed = (k[None, :] <= q[:, None])[None] & (d[:, s:, None] == d[:, None, :])
-    dtype = next(model.parameters()).dtype
-    return torch.zeros(allowed.shape, dtype=dtype, device=d.device).masked_fill(
-        ~allowed, torch.finfo(dtype).min)[:, None]
 
 
 def standard_pass(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor,
@@ -74,25 +61,30 @@ def perturbed_hidden_shared(model: torch.nn.Module, input_ids: torch.Tensor, per
     """The perturbed view's final hidden states (B, T, H) for views that equal the standard view before
     ``split[b]`` in row ``b`` (skip views), from the standard pass's ``hidden`` and ``cache``
     (:func:`standard_pass` with ``cache=True``): positions ``< split[b]`` are the standard pass's own hidden
-    states (same tensors, in the graph), the suffix comes from one pass per distinct split value over those
-    rows' suffix tokens at the perturbed indices, attending to the cached prefix keys and values.
+    states (same tensors, in the graph); every row's suffix at the perturbed indices comes from one decoder call
+    over the suffixes laid end to end, attending to the cached prefix keys and values
+    (:mod:`repro.attention.suffix`).
     """
+    from repro.attention.suffix import SUFFIX, attention_implementation, register, suffix_layout
+
     B, T = input_ids.shape
     if split.shape != (B,) or bool((split < 0).any()) or bool((split >= T).any()):
         raise ValueError(f"split {split.tolist()}: expected one split per row with 0 <= split < T = {T}")
-    layers = list(cache)
-    rows_out: list[torch.Tensor | None] = [None] * B
-    for s in sorted(set(split.tolist())):
-        rows = torch.nonzero(split == s).flatten()
-        if s == 0:
-            suffix = perturbed_hidden_naive(model, input_ids[rows], perturbed_ids[rows],
-                                            None if doc_ids is None else doc_ids[rows])
-        else:
-            prefix = DynamicCache(ddp_cache_data=[(k[rows, :, :s], v[rows, :, :s]) for k, v, *_ in layers],
-                                  config=model.config)
-            suffix = model.get_decoder()(input_ids=input_ids[rows, s:], position_ids=perturbed_ids[rows, s:],
-                                         attention_mask=_suffix_mask(model, doc_ids, rows, s, T),
-                                         past_key_values=prefix, use_cache=True).last_hidden_state
-        for i, r in enumerate(rows.tolist()):
-            rows_out[r] = torch.cat([hidden[r, :s], suffix[i]], 0) if s else suffix[i]
-    return torch.stack(rows_out)
+    splits = split.tolist()
+    if not any(splits):
+        return perturbed_hidden_naive(model, input_ids, perturbed_ids, doc_ids)
+    layout = suffix_layout(split, T, doc_ids)
+    prefix = DynamicCache(ddp_cache_data=[
+        tuple(torch.cat([x[b:b + 1, :, :s] for b, s in enumerate(splits) if s], 2) for x in (k, v))
+        for k, v, *_ in cache], config=model.config)
+    ids = torch.cat([input_ids[b, s:] for b, s in enumerate(splits)])[None]
+    pos = torch.cat([perturbed_ids[b, s:] for b, s in enumerate(splits)])[None]
+    register()
+    with attention_implementation(model, SUFFIX):
+        out = model.get_decoder()(input_ids=ids, position_ids=pos, past_key_values=prefix, use_cache=True,
+                                  suffix_layout=layout).last_hidden_state[0]
+    rows, at = [], 0
+    for b, s in enumerate(splits):
+        rows.append(torch.cat([hidden[b, :s], out[at:at + T - s]], 0))
+        at += T - s
+    return torch.stack(rows)

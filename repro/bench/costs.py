@@ -1,0 +1,69 @@
+"""``python -m repro bench costs``: the method-cost checks of RP-Cost and CD-Cost without a full reproduce.
+
+Writes three tables under ``--figures-dir`` (default ``figures/costs``) through :class:`repro.figures.Recorder`:
+
+- ``TB-TimedArms``: each arm of :data:`repro.recipes.plans.TIMED_ARMS` trained alone for a few steps by the trainer
+  from an untrained base of the profile's shape, on its own prepared rows, against the interleaved benchmark on
+  the same rows at the same threads (:mod:`repro.bench.timed_arms`); goal: ratios within 1.15x;
+- ``RP-Cost-proxies`` and ``CD-Cost-proxies``: the arms on the paper-shaped proxies, measured ratio beside the FLOP
+  bound (:mod:`repro.bench.cost_proxies`; the same tables the training notebook adds to RP-Cost and CD-Cost).
+
+``--quick``: the smoke profile, a few steps and the smoke proxies (a check that every part runs, well under a
+minute); the tiny profile takes about 15 minutes on 2 CPU cores. Run it alone: the tables compare timings.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+
+
+def costs_main(profile: str = "tiny", figures_dir: str = "figures/costs", quick: bool = False,
+               run_dir: str | None = None, progress: bool = True) -> int:
+    from repro.bench.cost_proxies import measure_proxies
+    from repro.bench.timed_arms import GOAL, timed_arms_rows, measure_timed_arms
+    from repro.figures import Recorder
+    from repro.profiles import PROFILES, get_profile
+    from repro.reports.cost_proxies import proxy_table
+    from repro.reports.selfdistill_training import PART_COLUMNS as RP_PARTS
+    from repro.reports.cdt_training import PART_COLUMNS as CD_PARTS
+
+    profile = "smoke" if quick else profile
+    if profile not in PROFILES:
+        print(f"error: unknown profile {profile!r}; allowed: {', '.join(PROFILES)}", file=sys.stderr)
+        return 2
+    p = get_profile(profile)
+    if p.model.pretrained:
+        print(f"error: profile {profile!r} loads {p.model.pretrained}; bench costs builds an untrained model of the "
+              "profile's shape (use smoke or tiny)", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    steps, skip, bench_steps = (3, 1, 1) if quick else (12, 3, 6)
+    with tempfile.TemporaryDirectory(prefix="repro-costs-") as tmp:
+        res = measure_timed_arms(p, run_dir or tmp, steps=steps, skip=skip, bench_steps=bench_steps,
+                                 progress=progress)
+    t1 = time.perf_counter()
+    sd, cd = p.selfdistill, p.cdt
+    rp = measure_proxies("rp", sd.cost_proxy, sd.proxy_steps, bf16=sd.bf16, device=p.run.device, progress=progress)
+    cdp = measure_proxies("cd", cd.cost_proxy, cd.proxy_steps, bf16=sd.bf16, lr=p.extend.lr, beta=cd.beta,
+                          threshold=cd.threshold, device=p.run.device, progress=progress)
+    rec = Recorder(figures_dir, profile)
+    rows = timed_arms_rows(res)
+    rec.table(rows, "TB-TimedArms", caption=(
+        f"The timed arms trained alone by the trainer ({res['steps']} steps from an untrained {profile} base on "
+        f"their own prepared rows, median after {res['skip']}; {res['threads'] or 'default'} thread(s)) against "
+        f"RP-Cost's and CD-Cost's interleaved benchmark on the same rows at the same threads ({bench_steps} rounds); "
+        f"ratios to rp_standard (trained) and to Standard / ce (benchmark). Goal: within {GOAL}x. "
+        f"{t1 - t0:.0f} s."))
+    met = sum(r[f"within {GOAL}x"] == "yes" for r in rows)
+    rec.result("TB-TimedArms", ours=", ".join(f"{r['arm']} {r['trained ratio']}x trained vs {r['bench ratio']}x "
+                                               f"bench" for r in rows),
+               agrees=f"{met}/{len(rows)}", note=f"trained ratio within {GOAL}x of the benchmark's")
+    for name, proxies, ref, col, parts in (("RP-Cost-proxies", rp, "Standard", "ratio to Standard", RP_PARTS),
+                                           ("CD-Cost-proxies", cdp, "ce", "ratio to CE", CD_PARTS)):
+        if proxies:
+            t = proxy_table(name, proxies, ref, col, parts)
+            rec.table(t["rows"], "TB-TimedArms", name=name, columns=t["columns"], caption=t["caption"])
+    print(f"wrote {figures_dir}: TB-TimedArms, RP-Cost-proxies, CD-Cost-proxies ({time.perf_counter() - t0:.0f} s)")
+    return 0

@@ -1,0 +1,130 @@
+"""The trained arms' own step times against RP-Cost's and CD-Cost's interleaved benchmark, in one command.
+
+RP-Cost and CD-Cost show beside each benchmarked arm the step time of the arm trained in the reproduce. The two
+agree only when they time the same work under the same conditions: the same rows (the arm's prepared batches,
+whose packed documents get a dense mask: at 1,024 tokens that alone costs about 40% of a CE step on the tiny
+model), the same torch threads, and no stage running beside the trained arm (beside another 1-thread stage a skip
+step ran 30% slower, beside a Standard one hardly at all, so the reproduce's side-by-side arms had ratios that
+depended on their neighbours: 3.56x for skip against the benchmark's 2.27x). The reproduce therefore trains
+:data:`repro.recipes.plans.TIMED_ARMS` one at a time on all the cores, and the benchmark runs on their rows at
+that thread count.
+
+:func:`measure_timed_arms` checks it without a full reproduce: from an untrained base of the profile's shape (step
+time does not depend on the weights) it trains each timed arm alone with :class:`repro.train.Trainer` for a few
+steps on its own prepared rows, runs the two benchmarks on the same rows at the same threads, and compares each
+arm's ratio to the reference (Standard for RP-Cost, CE, i.e. ``rp_standard``, for CD-Cost).
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+from pathlib import Path
+from typing import Any, Sequence
+
+GOAL = 1.15
+"""The trained arms' ratio within this factor of the benchmark's."""
+RP_BENCH = {"rp_standard": "Standard", "rp_skip": "skip, prefix-shared", "rp_cyclic": "cyclic (two full passes)",
+            "rp_longce": "LongCE", "rp_skip_longce": "skip + LongCE"}
+"""Trained arm -> its RP-Cost arm."""
+CD_BENCH = {"cdt": "cdt"}
+"""Trained arm -> its CD-Cost arm (the reference: ``rp_standard``, CD-Cost's ``ce``)."""
+
+
+def _untrained_base(p, run_dir: Path, tok) -> Path:
+    from repro.models import build_tiny
+
+    base = run_dir / "untrained-base"
+    if not (base / "config.json").exists():
+        max_pos = max(max(p.eval.lengths), p.extend.target_window) * 2
+        model = build_tiny(p.model, len(tok), max_pos, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id,
+                           p.base.seed)
+        model.save_pretrained(base)
+        tok.save_pretrained(base)
+    return base
+
+
+def measure_timed_arms(profile, run_dir: str | Path, arms: Sequence[str] | None = None, steps: int = 12,
+                       skip: int = 3, bench_steps: int = 6, progress: bool = True) -> dict[str, Any]:
+    """Train each of ``arms`` (default every :data:`repro.recipes.plans.TIMED_ARMS`; ``rp_standard`` always) alone
+    for ``steps`` steps from an untrained base, under ``run_dir``; then time RP-Cost's and CD-Cost's arms on the
+    same rows at the same threads in ``bench_steps`` interleaved rounds. Returns ``{"trained": {arm: median seconds
+    per step after ``skip`` steps}, "rp": RP-Cost's measurement, "cd": CD-Cost's (or None), "threads": ...}``."""
+    from repro import recipes
+    from repro.bench.cdt_cost import measure_cd_step_costs, prepared_rows
+    from repro.bench.selfdistill_cost import measure_rp_step_costs
+    from repro.bench.selfdistill_cost import COST_ARMS
+    from repro.data.tokenizer import load_tokenizer
+    from repro.methods.prepared import PreparedBatches
+    from repro.models import load_model, rope_parameters
+    from repro.recipes.plans import TIMED_ARMS, timed_threads
+    from repro.recipes.selfdistill import longce_config
+    from repro.stages.arms import prepare_extension_data
+    from repro.stages.cache import as_profile
+    from repro.stages.corpus import build_corpus
+    from repro.stages.extension import metrics
+    from repro.train import Trainer
+
+    p = as_profile(profile)
+    arms = list(dict.fromkeys(["rp_standard", *(arms or TIMED_ARMS)]))
+    if bad := [a for a in arms if a not in TIMED_ARMS]:
+        raise ValueError(f"arms {bad}; allowed: {', '.join(TIMED_ARMS)}")
+    if not 1 <= skip < steps or bench_steps < 1:
+        raise ValueError(f"steps={steps}, skip={skip}, bench_steps={bench_steps}; allowed: 1 <= skip < steps, "
+                         "bench_steps >= 1")
+    run_dir = Path(run_dir)
+    corpus = build_corpus(p, run_dir)
+    tok = load_tokenizer(corpus.path / "tokenizer")
+    base = _untrained_base(p, run_dir, tok)
+    threads = timed_threads(p)
+    trained, rows = {}, {}
+    for arm in arms:
+        model = load_model(base, attn_implementation=p.model.attn_implementation, **recipes.model_settings(p, arm))
+        m = recipes.build_method(p, arm, tok, corpus_rows=corpus.rows())
+        recipes.prepare_model(p, m, model)
+        data = prepare_extension_data(p, arm, m, run_dir, steps=max(steps, bench_steps + 1))
+        rows[arm] = data
+        cfg = recipes.train_config(p, arm, max_steps=steps, checkpoint_every=0, threads=threads)
+        out = run_dir / f"timed-{arm}"
+        shutil.rmtree(out, ignore_errors=True)
+        Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
+        secs = [r["seconds"] for r in metrics(out)]
+        trained[arm] = statistics.median(secs[skip:])
+    sd, cd = p.selfdistill, p.cdt
+    cost_model = load_model(base, rope=rope_parameters("default", sd.rope_theta),
+                            attn_implementation=p.model.attn_implementation, max_positions=2 * p.extend.target_window)
+    pad = cost_model.config.pad_token_id
+    rp_arms = [RP_BENCH[a] for a in arms if a in RP_BENCH]
+    rp = measure_rp_step_costs(cost_model, p.extend.batch_size, p.extend.target_window, bench_steps, 1, sd.bf16,
+                               longce_config(p), {k: COST_ARMS[k] for k in rp_arms}, progress=progress,
+                               batches=prepared_rows(rows["rp_standard"], bench_steps + 1), pad_id=pad,
+                               threads=threads or None)
+    cdr = None
+    if "cdt" in arms:
+        cdr = measure_cd_step_costs(cost_model, p.extend.lr, cd.beta, prepared_rows(rows["cdt"], bench_steps + 1),
+                                    steps=bench_steps, warmup=1, bf16=sd.bf16, threshold=cd.threshold, pad_id=pad,
+                                    threads=threads or None, arms=("ce", "cdt"), progress=progress)
+    return {"trained": trained, "rp": rp, "cd": cdr, "threads": threads, "steps": steps, "skip": skip}
+
+
+def timed_arms_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per trained arm but the reference: its trained and benchmarked seconds and ratios, the ratio of
+    ratios and whether it is within :data:`GOAL`."""
+    t = res["trained"]
+    out = []
+    for arm, sec in t.items():
+        if arm == "rp_standard":
+            continue
+        table, bench = ("CD-Cost", res["cd"]) if arm in CD_BENCH else ("RP-Cost", res["rp"])
+        name = CD_BENCH.get(arm) or RP_BENCH[arm]
+        ref_name = "ce" if arm in CD_BENCH else "Standard"
+        b, ref = bench[name], bench[ref_name]
+        trained_ratio = sec / t["rp_standard"]
+        out.append({"arm": arm, "table": table, "bench arm": name, "trained s / step": round(sec, 4),
+                    "trained rp_standard s / step": round(t["rp_standard"], 4),
+                    "trained ratio": round(trained_ratio, 3), "bench s / step": round(b["seconds_per_step"], 4),
+                    "bench reference": ref_name, "bench reference s / step": round(ref["seconds_per_step"], 4),
+                    "bench ratio": round(b["ratio"], 3), "trained / bench": round(trained_ratio / b["ratio"], 3),
+                    f"within {GOAL}x": "yes" if max(trained_ratio / b["ratio"], b["ratio"] / trained_ratio) <= GOAL
+                    else "no"})
+    return out
