@@ -12,10 +12,11 @@ row's suffix over that row's keys, or with packed documents (``doc_ids``) each d
 that document's keys. A segment's ``n`` queries see its ``m`` keys causally aligned at the bottom right (query
 ``i`` sees keys ``0 .. m - n + i``): one ``scaled_dot_product_attention`` per segment, ``is_causal`` when ``n ==
 m``, else a lower-right causal mask: ``torch.nn.attention.bias.causal_lower_right`` on CUDA, whose kernels skip
-the masked blocks; an explicit boolean mask elsewhere, whose kernels compute the whole ``n x m`` rectangle (with
-``s`` uniform, ``T^2 / 2`` scores per row on average against causal attention's ``T^2 / 3``; zero queries in front
-to make the square causal problem were no faster on this CPU: 9.0 against 4.9 ms forward and backward for 256
-queries over 512 keys, 246 against 278 ms for 2,048 over 4,096).
+the masked blocks; elsewhere, whose kernels compute every score a mask leaves out, the segment's queries go in
+chunks of :data:`CPU_CHUNK`, each over the keys up to its last query with an explicit boolean mask, which computes
+about the causal scores instead of the whole ``n x m`` rectangle (with ``s`` uniform, ``T^2 / 2`` scores per row on
+average against causal attention's ``T^2 / 3``; zero queries in front to make a square causal problem were no
+faster on this CPU: 9.0 against 4.9 ms forward and backward for 256 queries over 512 keys).
 
 The layout reaches the attention function as the ``suffix_layout`` keyword of the decoder call, which transformers
 passes down to every attention call (as it passes ``position_ids``); the implementation is switched for that call
@@ -33,6 +34,8 @@ import torch.nn.functional as F
 
 SUFFIX = "suffix_varlen"
 """Name of :func:`suffix_attention_forward` in transformers' attention and mask registries."""
+CPU_CHUNK = 256
+"""Off CUDA, a segment's queries go in chunks of this many, each over the keys up to its last query."""
 
 
 @dataclass(frozen=True)
@@ -126,9 +129,18 @@ def suffix_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: 
         n, m = q.shape[2], k.shape[2]
         if n == m:
             o = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True, scale=scaling, enable_gqa=gqa)
-        else:
+        elif q.device.type == "cuda":
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=_lower_right(n, m, q.device), dropout_p=p,
                                                scale=scaling, enable_gqa=gqa)
+        else:  # query chunks, each over the keys up to its last query: about causal work, not the rectangle's
+            parts = []
+            for i in range(0, n, CPU_CHUNK):
+                stop = m - n + min(i + CPU_CHUNK, n)
+                parts.append(F.scaled_dot_product_attention(
+                    q[:, :, i:i + CPU_CHUNK], k[:, :, :stop], v[:, :, :stop],
+                    attn_mask=_lower_right(min(CPU_CHUNK, n - i), stop, q.device), dropout_p=p, scale=scaling,
+                    enable_gqa=gqa))
+            o = torch.cat(parts, 2)
         outs.append(o)
     return torch.cat(outs, 2).transpose(1, 2).contiguous(), None
 

@@ -124,8 +124,8 @@ def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
     ``batches``: the rows (dicts of ``input_ids``, ``weights``, optional ``position_ids``, ``doc_ids``,
     ``answer_group``), used in turn, every arm on the same batch in a round; default: random token ids of
     ``batch_size`` x ``length`` (the time does not depend on the values). ``threads``: torch's CPU threads during
-    the run (restored after). Returns ``{arm: {"seconds": [...], "seconds_per_step": median, "ratio": median /
-    ce's median, "parts": {part: median seconds}, "flops", "bound", "vs_bound" (as
+    the run (restored after). Returns ``{arm: {"seconds": [...], "seconds_per_step": median, "ratio" (to ce, paired
+    within rounds), "parts": {part: median seconds}, "flops", "bound", "vs_bound" (as
     :func:`repro.bench.step_timing.summarize`: FLOPs of :func:`repro.bench.method_flops.cdt_flops`),
     "batch": [B, T], "tokens_per_step": B * T, "lr", "beta", "bf16", "threads"}}``, timed in ``steps`` interleaved
     rounds after ``warmup`` untimed ones. The parts' medians need not add up to the step's median.

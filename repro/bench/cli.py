@@ -6,19 +6,29 @@ import sys
 import time
 
 
-def bench_main(profile: str, figures_dir: str, quick: bool = False) -> int:
-    from repro.bench.throughput import BenchConfig, run_bench
-    from repro.figures import Recorder
-    from repro.models import build_tiny
+def built_profile(profile: str, what: str):
+    """The profile ``profile`` when a benchmark can build its model from the config (smoke, tiny); otherwise None,
+    after an error line naming the allowed values (``what``: the benchmark, for the message)."""
     from repro.profiles import PROFILES, get_profile
 
     if profile not in PROFILES:
         print(f"error: unknown profile {profile!r}; allowed: {', '.join(PROFILES)}", file=sys.stderr)
-        return 2
+        return None
     p = get_profile(profile)
     if p.model.pretrained:
-        print(f"error: profile {profile!r} loads {p.model.pretrained}; the benchmark builds a model from the "
-              "profile's config (use smoke or tiny)", file=sys.stderr)
+        print(f"error: profile {profile!r} loads {p.model.pretrained}; {what} builds a model from the profile's "
+              "config (use smoke or tiny)", file=sys.stderr)
+        return None
+    return p
+
+
+def bench_main(profile: str, figures_dir: str, quick: bool = False) -> int:
+    from repro.bench.throughput import BenchConfig, run_bench
+    from repro.figures import Recorder
+    from repro.models import build_tiny
+
+    p = built_profile(profile, "the benchmark")
+    if p is None:
         return 2
     model = build_tiny(p.model, p.tokenizer.vocab_size, 2 * p.extend.target_window, 0, 1, 2)
     cfg = BenchConfig(shapes=((p.base.window, max(p.base.tokens_per_step // p.base.window, 1)),

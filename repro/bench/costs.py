@@ -14,7 +14,6 @@ minute); the tiny profile takes about 15 minutes on 2 CPU cores. Run it alone: t
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 
@@ -24,22 +23,17 @@ def costs_main(profile: str = "tiny", figures_dir: str = "figures/costs", quick:
     from repro.bench.cost_proxies import measure_proxies
     from repro.bench.timed_arms import GOAL, timed_arms_rows, measure_timed_arms
     from repro.figures import Recorder
-    from repro.profiles import PROFILES, get_profile
+    from repro.bench.cli import built_profile
     from repro.reports.cost_proxies import proxy_table
     from repro.reports.selfdistill_training import PART_COLUMNS as RP_PARTS
     from repro.reports.cdt_training import PART_COLUMNS as CD_PARTS
 
     profile = "smoke" if quick else profile
-    if profile not in PROFILES:
-        print(f"error: unknown profile {profile!r}; allowed: {', '.join(PROFILES)}", file=sys.stderr)
-        return 2
-    p = get_profile(profile)
-    if p.model.pretrained:
-        print(f"error: profile {profile!r} loads {p.model.pretrained}; bench costs builds an untrained model of the "
-              "profile's shape (use smoke or tiny)", file=sys.stderr)
+    p = built_profile(profile, "bench costs")
+    if p is None:
         return 2
     t0 = time.perf_counter()
-    steps, skip, bench_steps = (3, 1, 1) if quick else (12, 3, 6)
+    steps, skip, bench_steps = (3, 1, 1) if quick else (20, 4, 8)
     with tempfile.TemporaryDirectory(prefix="repro-costs-") as tmp:
         res = measure_timed_arms(p, run_dir or tmp, steps=steps, skip=skip, bench_steps=bench_steps,
                                  progress=progress)

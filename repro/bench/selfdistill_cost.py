@@ -92,13 +92,10 @@ def measure_rp_step_costs(model: torch.nn.Module, batch_size: int, length: int, 
     :class:`repro.methods.longce.LongCEConfig` of the LongCE arms (they are skipped without it). ``threads``:
     torch's CPU threads during the run (restored after).
 
-    Returns ``{arm: {"seconds": [...], "seconds_per_step": median, "ratio": median / Standard's median,
-    "flops": [...], "bound": mean FLOPs / Standard's mean FLOPs, "vs_bound": ..., "parts": {part: median seconds}
-    (:data:`PARTS`), "tokens_per_step": ...}}``,
-    timed in ``steps`` interleaved rounds after ``warmup`` untimed ones. FLOPs are counted per step from the
-    model's shape and the step's own views (:mod:`repro.bench.method_flops`); ``vs_bound`` is the median over
-    rounds of the arm's seconds per FLOP, over Standard's median seconds per FLOP (1: the arm runs as fast per
-    FLOP as Standard; the measured ratio is then its FLOP bound).
+    Returns ``{arm: {"seconds": [...], "seconds_per_step": median, "ratio", "flops": [...], "bound", "vs_bound",
+    "parts": {part: median seconds} (:data:`PARTS`), "tokens_per_step": ...}}``, timed in ``steps`` interleaved
+    rounds after ``warmup`` untimed ones (:func:`repro.bench.step_timing.summarize`: ratios paired within rounds).
+    FLOPs are counted per step from the model's shape and the step's own views (:mod:`repro.bench.method_flops`).
     """
     from repro.bench.method_flops import Dims, rows_flops, selfdistill_flops
     from repro.methods.selfdistill import SelfDistillSpec, selfdistill_loss

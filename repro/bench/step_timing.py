@@ -36,17 +36,20 @@ class Clock:
 
 
 def summarize(times: dict[str, list[tuple[float, float]]], reference: str, extra: dict) -> dict[str, dict]:
-    """Per arm, from its rounds' ``(seconds, FLOPs)``: ``seconds``, ``flops``, ``seconds_per_step`` (median),
-    ``ratio`` (to ``reference``'s median), ``bound`` (mean FLOPs over ``reference``'s mean FLOPs) and ``vs_bound``
-    (the median of the arm's seconds per FLOP over ``reference``'s median seconds per FLOP), plus ``extra``."""
-    ref_t = statistics.median(t for t, _ in times[reference])
-    ref_f = statistics.fmean(f for _, f in times[reference])
-    ref_rate = statistics.median(t / f for t, f in times[reference])
+    """Per arm, from its rounds' ``(seconds, FLOPs)`` (every arm timed once per round, in the same rounds):
+    ``seconds``, ``flops``, ``seconds_per_step`` (median), ``ratio`` (the median over rounds of the arm's seconds
+    over ``reference``'s in the same round: paired, so a slow stretch of the machine hits both), ``bound`` (mean
+    FLOPs over ``reference``'s mean FLOPs) and ``vs_bound`` (the median over rounds of the arm's seconds per FLOP
+    over ``reference``'s in the same round: 1 when the arm runs as fast per FLOP as the reference, i.e. its ratio
+    is its bound), plus ``extra``."""
+    ref = times[reference]
+    ref_f = statistics.fmean(f for _, f in ref)
     out = {}
     for name, got in times.items():
         secs, flops = [t for t, _ in got], [f for _, f in got]
         out[name] = {"seconds": secs, "seconds_per_step": statistics.median(secs),
-                     "ratio": statistics.median(secs) / ref_t, "flops": flops,
+                     "ratio": statistics.median(t / rt for (t, _), (rt, _) in zip(got, ref)), "flops": flops,
                      "bound": statistics.fmean(flops) / ref_f,
-                     "vs_bound": statistics.median(t / f for t, f in got) / ref_rate, **extra}
+                     "vs_bound": statistics.median((t / f) / (rt / rf) for (t, f), (rt, rf) in zip(got, ref)),
+                     **extra}
     return out

@@ -72,7 +72,7 @@ class CDTConfig:
     cost_proxy: str = "llama-3-8b"
     """CD-Cost: the paper-shaped proxies its arms are also timed on (:data:`repro.bench.cost_proxies.PROXY_SETS`:
     ``llama-3-8b``, ``smoke``; ``none``: no proxy table)."""
-    proxy_steps: int = 4
+    proxy_steps: int = 6
     """CD-Cost: timed rounds per proxy (after one warm-up round)."""
     longppl_evaluator: str = "flt"
     """Checkpoint whose short-vs-long loss gap picks LongPPL's key tokens (the paper: Qwen2-72B; here FLT, trained

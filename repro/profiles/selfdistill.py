@@ -62,5 +62,5 @@ class SelfDistillConfig:
     cost_proxy: str = "llama-3-8b"
     """RP-Cost: the paper-shaped proxies its arms are also timed on (:data:`repro.bench.cost_proxies.PROXY_SETS`:
     ``llama-3-8b``, ``smoke``; ``none``: no proxy table)."""
-    proxy_steps: int = 4
+    proxy_steps: int = 6
     """RP-Cost: timed rounds per proxy (after one warm-up round)."""

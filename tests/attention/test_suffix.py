@@ -26,8 +26,13 @@ def test_layout_of_plain_and_packed_rows():
         suffix_layout(torch.tensor([6]), 6)
 
 
-def test_segments_equal_dense_attention_with_the_mask():
-    """Every query of the packed suffixes sees exactly its row's keys up to itself (and its own document's)."""
+@pytest.mark.parametrize("chunk", [256, 3])
+def test_segments_equal_dense_attention_with_the_mask(chunk, monkeypatch):
+    """Every query of the packed suffixes sees exactly its row's keys up to itself (and its own document's), in one
+    piece per segment or in query chunks (the CPU path)."""
+    import repro.attention.suffix as sx
+
+    monkeypatch.setattr(sx, "CPU_CHUNK", chunk)
     torch.manual_seed(0)
     T, H, D = 10, 2, 4
     split = torch.tensor([4, 0, 7])
