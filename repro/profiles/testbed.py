@@ -187,7 +187,8 @@ class ExtendConfig:
     workers: int = 2
     """Independent stages (extension arms, replays, evaluations of different checkpoints) run this many at a
     time, each in its own process (:mod:`repro.stages.concurrent`). With ``threads`` pinned the weights do
-    not depend on it: a serial and a concurrent run give the same bits."""
+    not depend on it: a serial and a concurrent run give the same bits. The arms whose step times RP-Cost and
+    CD-Cost report (:data:`repro.recipes.plans.TIMED_ARMS`) train alone, with ``workers x threads`` threads."""
     replicate_arms: tuple[str, ...] = ("flt", "longrecipe")
     """Arms also trained with extra training seeds, as ``<arm>@seed<k>`` (:mod:`repro.methods.arms`) ..."""
     seed_replicates: int = 3
