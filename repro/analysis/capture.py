@@ -29,6 +29,8 @@ from typing import Callable, Iterator
 
 import torch
 
+from repro.attention.switch import attention_implementation
+
 CAPTURE = "repro_capture"
 """Registered name of the capturing attention (without 'sdpa' or 'flash' in it, which transformers would read as a
 request for those kernels)."""
@@ -105,22 +107,6 @@ def _register() -> None:
 
     AttentionInterface.register(CAPTURE, capturing_attention_forward)
     AttentionMaskInterface.register(CAPTURE, sdpa_mask)
-
-
-@contextlib.contextmanager
-def attention_implementation(model: torch.nn.Module, name: str) -> Iterator[torch.nn.Module]:
-    """Within the block ``model`` uses the attention implementation ``name`` (set with the public
-    ``set_attn_implementation``); its own is restored on exit, whatever happens."""
-    previous = model.config._attn_implementation
-    try:
-        model.set_attn_implementation(name)
-        if model.config._attn_implementation != name:
-            raise ValueError(f"{type(model).__name__} cannot switch its attention implementation to {name!r} (it does "
-                             "not use transformers' attention-function registry); allowed: models that do")
-        yield model
-    finally:
-        if model.config._attn_implementation != previous:
-            model.set_attn_implementation(previous)
 
 
 @contextlib.contextmanager

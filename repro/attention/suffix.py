@@ -20,13 +20,12 @@ faster on this CPU: 9.0 against 4.9 ms forward and backward for 256 queries over
 
 The layout reaches the attention function as the ``suffix_layout`` keyword of the decoder call, which transformers
 passes down to every attention call (as it passes ``position_ids``); the implementation is switched for that call
-only (:func:`attention_implementation`, through ``set_attn_implementation``). Losses and gradients equal two full
+only (:func:`repro.attention.switch.attention_implementation`). Losses and gradients equal two full
 passes to float64 rounding (``tests/methods/test_two_view.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -157,18 +156,3 @@ def register() -> str:
     AttentionInterface.register(SUFFIX, suffix_attention_forward)
     AttentionMaskInterface.register(SUFFIX, _no_mask)
     return SUFFIX
-
-
-@contextlib.contextmanager
-def attention_implementation(model: torch.nn.Module, name: str):
-    """``model`` runs with attention implementation ``name`` inside the block (its own again after), switched
-    through its public ``set_attn_implementation``."""
-    old = getattr(model.config, "_attn_implementation", None)
-    if old == name:
-        yield model
-        return
-    model.set_attn_implementation(name)
-    try:
-        yield model
-    finally:
-        model.set_attn_implementation(old or "sdpa")

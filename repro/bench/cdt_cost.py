@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import copy
 import math
-import statistics
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from repro.bench.step_timing import Clock, summarize
+from repro.bench.step_timing import Clock, random_rows, summarize
 from repro.methods.cdt import ce_from_embeds, frozen
 
 CD_COST_ARMS: dict[str, str | None] = {"ce": None, "cdt": "frozen", "cdt_full_backward": "full_backward"}
@@ -95,12 +94,6 @@ def prepared_rows(path, n: int) -> list[dict[str, np.ndarray]]:
     return [data.batch(i) for i in range(n)]
 
 
-def _random_batch(batch_size: int, length: int, vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    ids = rng.integers(0, vocab, (batch_size, length))
-    return {"input_ids": ids, "position_ids": np.broadcast_to(np.arange(length), (batch_size, length)).copy(),
-            "weights": np.ones((batch_size, length), np.float32)}
-
-
 def _to_torch(batch: Mapping[str, np.ndarray | torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     out = {}
     for k, v in batch.items():
@@ -155,7 +148,7 @@ def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
     rng = np.random.default_rng(seed)
     vocab = model.get_input_embeddings().weight.shape[0]
     rows = [_to_torch(batches[r % len(batches)] if batches is not None
-                      else _random_batch(batch_size, length, vocab, rng), device) for r in range(warmup + steps)]
+                      else random_rows(batch_size, length, vocab, rng), device) for r in range(warmup + steps)]
     clock = Clock(cuda=device.type == "cuda")
     dims = Dims.of(model.config)
     setups = {}
@@ -190,10 +183,5 @@ def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
     finally:
         torch.set_num_threads(previous)
     B, T = rows[0]["input_ids"].shape
-    out = summarize({n: [(t, f) for t, _, f in got] for n, got in times.items()}, "ce",
-                    {"batch": [int(B), int(T)], "tokens_per_step": int(B * T), "lr": lr, "beta": beta, "bf16": bf16,
-                     "threads": threads})
-    for name, got in times.items():
-        out[name]["parts"] = {p: statistics.median(d.get(p, 0.0) for _, d, _ in got) for p in PARTS
-                              if any(p in d for _, d, _ in got)}
-    return out
+    return summarize(times, "ce", PARTS, {"batch": [int(B), int(T)], "tokens_per_step": int(B * T), "lr": lr,
+                                          "beta": beta, "bf16": bf16, "threads": threads})

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from repro.bench.gpu_shapes import LLAMA_8B, Shape, build_model
+from repro.bench.gpu_shapes import LLAMA_8B, Shape, build_model, shape_config
 
 OFFICIAL_LONGCE = (4096, 1024)
 """LongCE's window and stride in the official code (at the 8B's lengths)."""
@@ -75,17 +75,9 @@ def proportions(ps: ProxySet, proxy: CostProxy) -> dict[str, float]:
     """The proxy's ``head/body`` and ``attention/body`` beside the reference model's at ``like_length``."""
     from repro.bench.method_flops import Dims
 
-    own = Dims.of(build_config(ps.shape)).proportions(proxy.length)
-    ref = Dims.of(build_config(ps.reference)).proportions(proxy.like_length)
+    own = Dims.of(shape_config(ps.shape)).proportions(proxy.length)
+    ref = Dims.of(shape_config(ps.reference)).proportions(proxy.like_length)
     return {**own, **{f"reference {k}": v for k, v in ref.items()}}
-
-
-def build_config(s: Shape):
-    """The HF config of shape ``s`` (no weights)."""
-    from transformers import LlamaConfig
-
-    return LlamaConfig(vocab_size=s.vocab, hidden_size=s.hidden, intermediate_size=s.intermediate,
-                       num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads)
 
 
 def measure_proxies(table: str, name: str = "llama-3-8b", steps: int = 4, warmup: int = 1, bf16: bool = False,

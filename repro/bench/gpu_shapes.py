@@ -85,16 +85,23 @@ def train_flops(s: Shape, length: int, rows: int = 1) -> int:
     return rows * (6 * matmul_params(s) * length + 6 * s.layers * s.heads * s.head_dim * length * length)
 
 
-def build_model(s: Shape, device: torch.device, dtype: torch.dtype, seed: int = 0):
-    """A freshly initialised (seeded) Llama of shape ``s`` made directly on ``device`` in ``dtype``; sdpa
-    attention, no cache."""
-    from transformers import AutoModelForCausalLM, LlamaConfig
+def shape_config(s: Shape):
+    """The HF ``LlamaConfig`` of shape ``s``: sdpa attention, no cache, positions up to 8x its longest length."""
+    from transformers import LlamaConfig
 
-    cfg = LlamaConfig(vocab_size=s.vocab, hidden_size=s.hidden, intermediate_size=s.intermediate,
-                      num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
-                      max_position_embeddings=max(s.lengths) * 8, tie_word_embeddings=s.tied,
-                      rope_parameters={"rope_type": "default", "rope_theta": s.rope_theta}, use_cache=False,
-                      bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="sdpa")
+    return LlamaConfig(vocab_size=s.vocab, hidden_size=s.hidden, intermediate_size=s.intermediate,
+                       num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
+                       max_position_embeddings=max(s.lengths) * 8, tie_word_embeddings=s.tied,
+                       rope_parameters={"rope_type": "default", "rope_theta": s.rope_theta}, use_cache=False,
+                       bos_token_id=1, eos_token_id=2, pad_token_id=0, attn_implementation="sdpa")
+
+
+def build_model(s: Shape, device: torch.device, dtype: torch.dtype, seed: int = 0):
+    """A freshly initialised (seeded) Llama of shape ``s`` (:func:`shape_config`) made directly on ``device`` in
+    ``dtype``."""
+    from transformers import AutoModelForCausalLM
+
+    cfg = shape_config(s)
     torch.manual_seed(seed)
     with torch.device(device):
         return AutoModelForCausalLM.from_config(cfg, dtype=dtype)

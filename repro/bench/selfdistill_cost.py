@@ -15,12 +15,11 @@ can reach. :data:`POSITION_ARMS` (PoSE's and LongRecipe's position ids on the St
 from __future__ import annotations
 
 import copy
-import statistics
 
 import numpy as np
 import torch
 
-from repro.bench.step_timing import Clock, summarize
+from repro.bench.step_timing import Clock, random_rows, summarize
 
 COST_ARMS: dict[str, dict] = {
     "Standard": {"consistency": "none"},
@@ -40,29 +39,24 @@ POSITION_ARMS: dict[str, dict] = {
 POSITION_TRANSFORMS = ("pose", "longrecipe")
 PARTS = ("first_pass", "clm", "second_pass", "consistency", "backward", "optimizer")
 """The parts a step is split into (:func:`repro.methods.selfdistill.selfdistill_loss`'s ``clock``)."""
-POSITION_SPREAD = 4
-"""Position arms map a row of ``T`` tokens into ``[0, POSITION_SPREAD * T)``."""
 
 
 def _positions(kind: str, T: int, rng: np.random.Generator) -> np.ndarray:
+    """PoSE's or LongRecipe's position ids of a row of ``T`` tokens, as ``bench gpu`` draws them
+    (:data:`repro.bench.gpu_arms.POSITION_SPREAD`, sentences of :func:`repro.bench.gpu_arms.sentence_starts`)."""
+    from repro.bench.gpu_arms import POSITION_SPREAD, sentence_starts
     from repro.positions import PositionSample, longrecipe_alg1, pose
 
     if kind == "pose":
         return pose(PositionSample(n=T), POSITION_SPREAD * T, rng)
-    starts, at = [], 0
-    while at < T:  # sentences of 10-40 tokens
-        starts.append(at)
-        at += int(rng.integers(10, 41))
-    return longrecipe_alg1(PositionSample(n=T, sentence_starts=tuple(starts)), POSITION_SPREAD * T, rng)
+    return longrecipe_alg1(PositionSample(n=T, sentence_starts=sentence_starts(T, rng)), POSITION_SPREAD * T, rng)
 
 
 def _rows(batches, r: int, batch_size: int, length: int, vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     if batches is not None:
         b = batches[r % len(batches)]
         return {k: np.asarray(b[k]) for k in ("input_ids", "position_ids", "weights", "doc_ids") if k in b}
-    ids = rng.integers(0, vocab, (batch_size, length))
-    return {"input_ids": ids, "position_ids": np.tile(np.arange(length, dtype=np.int64), (batch_size, 1)),
-            "weights": np.ones((batch_size, length), np.float32)}
+    return random_rows(batch_size, length, vocab, rng)
 
 
 def _batch(rows: dict[str, np.ndarray], fields: dict, spec, pad_id: int | None, rng: np.random.Generator,
@@ -148,9 +142,4 @@ def measure_rp_step_costs(model: torch.nn.Module, batch_size: int, length: int, 
         times = interleaved_rounds(list(setups), steps, warmup, step, "RP-Cost steps", progress)
     finally:
         torch.set_num_threads(previous)
-    out = summarize({n: [(t, f) for t, _, f in got] for n, got in times.items()}, "Standard",
-                    {"tokens_per_step": int(rows[0]["input_ids"].size), "threads": threads})
-    for name, got in times.items():
-        out[name]["parts"] = {p: statistics.median(d.get(p, 0.0) for _, d, _ in got) for p in PARTS
-                              if any(p in d for _, d, _ in got)}
-    return out
+    return summarize(times, "Standard", PARTS, {"tokens_per_step": int(rows[0]["input_ids"].size), "threads": threads})

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import Sequence
 
+import numpy as np
 import torch
 
 
@@ -35,21 +37,33 @@ class Clock:
             torch.cuda.synchronize()
 
 
-def summarize(times: dict[str, list[tuple[float, float]]], reference: str, extra: dict) -> dict[str, dict]:
-    """Per arm, from its rounds' ``(seconds, FLOPs)`` (every arm timed once per round, in the same rounds):
-    ``seconds``, ``flops``, ``seconds_per_step`` (median), ``ratio`` (the median over rounds of the arm's seconds
-    over ``reference``'s in the same round: paired, so a slow stretch of the machine hits both), ``bound`` (mean
-    FLOPs over ``reference``'s mean FLOPs) and ``vs_bound`` (the median over rounds of the arm's seconds per FLOP
+def random_rows(batch_size: int, length: int, vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Rows of random token ids (a step's time does not depend on the values): one document each, positions
+    ``0..length-1``, every token weighted 1."""
+    ids = rng.integers(0, vocab, (batch_size, length))
+    return {"input_ids": ids, "position_ids": np.broadcast_to(np.arange(length), (batch_size, length)).copy(),
+            "weights": np.ones((batch_size, length), np.float32)}
+
+
+def summarize(times: dict[str, list[tuple[float, dict[str, float], float]]], reference: str, parts: Sequence[str],
+              extra: dict) -> dict[str, dict]:
+    """Per arm, from its rounds' ``(seconds, {part: seconds}, FLOPs)`` (every arm timed once per round, in the same
+    rounds): ``seconds``, ``flops``, ``seconds_per_step`` (median), ``ratio`` (the median over rounds of the arm's
+    seconds over ``reference``'s in the same round: paired, so a slow stretch of the machine hits both), ``bound``
+    (mean FLOPs over ``reference``'s mean FLOPs), ``vs_bound`` (the median over rounds of the arm's seconds per FLOP
     over ``reference``'s in the same round: 1 when the arm runs as fast per FLOP as the reference, i.e. its ratio
-    is its bound), plus ``extra``."""
+    is its bound) and ``parts`` (the median of each of ``parts`` the arm has; medians need not add up), plus
+    ``extra``."""
     ref = times[reference]
-    ref_f = statistics.fmean(f for _, f in ref)
+    ref_f = statistics.fmean(f for _, _, f in ref)
     out = {}
     for name, got in times.items():
-        secs, flops = [t for t, _ in got], [f for _, f in got]
+        secs, flops = [t for t, _, _ in got], [f for _, _, f in got]
         out[name] = {"seconds": secs, "seconds_per_step": statistics.median(secs),
-                     "ratio": statistics.median(t / rt for (t, _), (rt, _) in zip(got, ref)), "flops": flops,
+                     "ratio": statistics.median(t / rt for (t, _, _), (rt, _, _) in zip(got, ref)), "flops": flops,
                      "bound": statistics.fmean(flops) / ref_f,
-                     "vs_bound": statistics.median((t / f) / (rt / rf) for (t, f), (rt, rf) in zip(got, ref)),
+                     "vs_bound": statistics.median((t / f) / (rt / rf) for (t, _, f), (rt, _, rf) in zip(got, ref)),
+                     "parts": {p: statistics.median(d.get(p, 0.0) for _, d, _ in got) for p in parts
+                               if any(p in d for _, d, _ in got)},
                      **extra}
     return out

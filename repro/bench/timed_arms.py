@@ -22,12 +22,14 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
+from repro.reports.cdt_training import RUN_NAMES as CD_RUN_NAMES
+from repro.reports.selfdistill_training import RUN_NAMES as RP_RUN_NAMES
+
 GOAL = 1.15
 """The trained arms' ratio within this factor of the benchmark's."""
-RP_BENCH = {"rp_standard": "Standard", "rp_skip": "skip, prefix-shared", "rp_cyclic": "cyclic (two full passes)",
-            "rp_longce": "LongCE", "rp_skip_longce": "skip + LongCE"}
-"""Trained arm -> its RP-Cost arm."""
-CD_BENCH = {"cdt": "cdt"}
+RP_BENCH = {run: arm for arm, run in RP_RUN_NAMES.items()}
+"""Trained arm -> its RP-Cost arm (the report's :data:`repro.reports.selfdistill_training.RUN_NAMES`, inverted)."""
+CD_BENCH = {run: arm for arm, run in CD_RUN_NAMES.items() if arm != "ce"}
 """Trained arm -> its CD-Cost arm (the reference: ``rp_standard``, CD-Cost's ``ce``)."""
 
 

@@ -97,12 +97,12 @@ def attention_noise(model, std: float):
     model's own attention implementation is back."""
     if not (std >= 0 and math.isfinite(std)):
         raise ValueError(f"std={std!r}; allowed: a finite value >= 0")
+    from repro.attention.switch import attention_implementation
+
     _register()
-    previous = model.config._attn_implementation
     token = _NOISE_STD.set(float(std))
-    model.set_attn_implementation(NOISY_ATTENTION)
     try:
-        yield model
+        with attention_implementation(model, NOISY_ATTENTION):
+            yield model
     finally:
-        model.set_attn_implementation(previous)
         _NOISE_STD.reset(token)

@@ -65,7 +65,8 @@ def perturbed_hidden_shared(model: torch.nn.Module, input_ids: torch.Tensor, per
     over the suffixes laid end to end, attending to the cached prefix keys and values
     (:mod:`repro.attention.suffix`).
     """
-    from repro.attention.suffix import SUFFIX, attention_implementation, register, suffix_layout
+    from repro.attention.suffix import SUFFIX, register, suffix_layout
+    from repro.attention.switch import attention_implementation
 
     B, T = input_ids.shape
     if split.shape != (B,) or bool((split < 0).any()) or bool((split >= T).any()):

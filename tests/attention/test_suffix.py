@@ -5,7 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from repro.attention.suffix import SUFFIX, attention_implementation, register, suffix_attention_forward, suffix_layout
+from repro.attention.suffix import SUFFIX, register, suffix_attention_forward, suffix_layout
+from repro.attention.switch import attention_implementation
 
 
 def test_layout_of_plain_and_packed_rows():
