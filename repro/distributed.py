@@ -166,23 +166,33 @@ def global_metrics(metrics: dict[str, float], local_weight: float, total_weight:
 
 
 def gradients(accelerator, engine, batch: dict[str, torch.Tensor], micro_batch_size: int,
-              reorder: bool) -> dict[str, float]:
+              reorder: bool, rows=None) -> dict[str, float]:
     """Loss and backward of this rank's share of a step's global ``batch`` (:func:`shard_rows`), in micro-batches
     of ``micro_batch_size`` rows (optionally ``reorder``-ed by cost) scaled by :func:`rank_scales`; returns the
-    step's global metrics (collective)."""
+    step's global metrics (collective).
+
+    ``rows``: this process's sequence-parallel group (:class:`repro.parallel.rows.RowGroup`): the ``N`` ranks of a
+    group take the same rows (data-parallel rank ``process_index // N``), each step runs inside
+    :func:`repro.parallel.rows.split_rows`, and each rank's scale is ``N`` times its data-parallel one (the
+    engine's average over ``DP x N`` processes is then the group's sum, averaged over the data-parallel ranks)."""
+    import contextlib
+
     from repro.data.balance import order_by_cost
+    from repro.parallel.rows import split_rows
 
     world = accelerator.num_processes
-    local = shard_rows(batch, accelerator.process_index, world)
+    n = 1 if rows is None else rows.world
+    local = shard_rows(batch, accelerator.process_index // n, world // n)
     parts = micro_batches(local, micro_batch_size)
     if reorder and len(parts) > 1:
         parts = [parts[i] for i in order_by_cost(parts)]
     weights = [target_weight(p) for p in parts]
-    scales, total = rank_scales(weights, world)
+    scales, total = rank_scales(weights, world)  # total: n x the global weight; each scale: 1 / n of its due
     got = []
     for i, (part, scale) in enumerate(zip(parts, scales)):
-        loss, metrics = engine(part)
-        backward(accelerator, engine, loss * scale, last=i == len(parts) - 1)
+        with split_rows(rows) if rows is not None else contextlib.nullcontext():
+            loss, metrics = engine(part)
+            backward(accelerator, engine, loss * (scale * n), last=i == len(parts) - 1)
         got.append(metrics)
     answers = [answer_count(p) for p in parts]
     merged = got[0] if len(parts) == 1 else {**merge_metrics(got, scales, answers), "micro_batches": len(parts)}

@@ -185,6 +185,15 @@ def forward(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch
     """Run the model with the masking policy in the module docstring; returns the HF output. With
     ``inputs_embeds=`` (B, T, H) in ``kwargs`` the model runs on those instead of its embedding lookup of
     ``input_ids`` (which then only shape the mask)."""
+    from repro.parallel.rows import active, decoder_hidden, head_logits
+
+    if (rows := active()) is not None:  # sequence parallelism: this rank's tokens, the full rows' logits
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+
+        keep = int(kwargs.pop("logits_to_keep", 0) or 0)
+        hidden = decoder_hidden(model, input_ids, position_ids, doc_ids, rows, **kwargs)
+        hidden = hidden[:, -keep:] if keep else hidden
+        return CausalLMOutputWithPast(logits=head_logits(model.get_output_embeddings(), hidden))
     kwargs.setdefault("use_cache", False)
     mask = _attention_mask(model, input_ids, position_ids, doc_ids)
     if mask is None:  # packed restarts: flash-attn gets the boundaries as kwargs (boundary_kwargs)
@@ -197,7 +206,12 @@ def forward(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch
 def forward_hidden(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None,
                    doc_ids: torch.Tensor | None = None, **kwargs) -> torch.Tensor:
     """Like :func:`forward` but stops before the LM head: the final hidden states (B, T, H), through the
-    model's public ``get_decoder()`` (for :func:`repro.loss.chunked_clm_loss`)."""
+    model's public ``get_decoder()`` (for :func:`repro.loss.chunked_clm_loss`). Inside
+    :func:`repro.parallel.rows.split_rows` the decoder runs on this rank's tokens and the full rows come back."""
+    from repro.parallel.rows import active, decoder_hidden
+
+    if (rows := active()) is not None:
+        return decoder_hidden(model, input_ids, position_ids, doc_ids, rows, **kwargs)
     kwargs.setdefault("use_cache", False)
     mask = _attention_mask(model, input_ids, position_ids, doc_ids)
     if mask is None:
@@ -230,7 +244,9 @@ def plain_head_weight(model: torch.nn.Module) -> torch.Tensor | None:
         return None
     if hasattr(head.weight, "ds_id"):  # partitioned by DeepSpeed ZeRO-3: only whole inside the head's own forward
         return None
-    return head.weight
+    from repro.parallel.rows import head_weight
+
+    return head_weight(head.weight)  # under sequence parallelism: its gradient shared over the group
 
 
 def _restarts_match(position_ids: torch.Tensor, doc_ids: torch.Tensor) -> bool:

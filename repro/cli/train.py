@@ -63,6 +63,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--deepspeed", default=None, metavar="CONFIG",
                    help="DeepSpeed JSON config (e.g. configs/deepspeed_zero3.json); with a launcher "
                         "(accelerate launch / torchrun) every process trains its share of each step's rows")
+    t.add_argument("--sequence-parallel", type=positive_int, default=None, metavar="N",
+                   help="processes that share every row (sequence parallelism; default: the profile's "
+                        "extend.sequence_parallel). Launch DP x N processes: accelerate launch --num_processes "
+                        "DP*N -m repro train ... --sequence-parallel N (repro.parallel.rows)")
     t.add_argument("--trust-remote-code", action="store_true",
                    help="run model code shipped in the model folder (off: only transformers' own architectures)")
     t.add_argument("--gradient-checkpointing", action="store_true",
@@ -113,6 +117,15 @@ def check_args(args: argparse.Namespace) -> None:
                        "(e.g. configs/deepspeed_zero3.json)")
     if args.anchors is not None and not Path(args.anchors).is_file():
         raise CLIError(f"--anchors {args.anchors!r} does not exist; allowed: a JSON file of token ids")
+    sp = getattr(args, "sequence_parallel", None) or 1
+    if sp > 1:
+        from repro.distributed import launched_world_size
+
+        world = launched_world_size()
+        if world % sp:
+            raise CLIError(f"--sequence-parallel {sp} needs a multiple of {sp} processes, got {world}; allowed: "
+                           f"accelerate launch --num_processes {sp} (or DP x {sp}) -m repro train ... "
+                           f"--sequence-parallel {sp}, or a divisor of {world}")
     parse_data_spec(args.data)
     device_args(args)
     model_dir(args.model)
@@ -150,7 +163,9 @@ def run_profile(args: argparse.Namespace):
     try:
         return scaled_profile(get_profile(args.profile), args.target, base_window=args.base_window,
                               batch_size=args.batch_size, steps=args.steps, lr=args.lr, seed=args.seed,
-                              extend={"threads": 0, "checkpoint_every": args.checkpoint_every},
+                              extend={"threads": 0, "checkpoint_every": args.checkpoint_every,
+                                      **({"sequence_parallel": args.sequence_parallel}
+                                         if getattr(args, "sequence_parallel", None) else {})},
                               run={"device": args.device, "dtype": args.dtype})
     except ValueError as e:
         raise CLIError(str(e)) from e
@@ -205,11 +220,30 @@ def make_run_accelerator(args: argparse.Namespace, global_batch: int):
     return make_accelerator(args.deepspeed, global_batch=global_batch)
 
 
-def build_trainer(args: argparse.Namespace) -> TrainRun:
-    """Parsed ``train`` arguments -> a :class:`TrainRun` (model loaded, method built, nothing trained yet)."""
+@dataclass
+class TrainParts:
+    """What a run is built from, before any engine or trainer: the method, the model and the settings."""
+
+    method: object
+    """The built method (:func:`repro.recipes.build_method`)."""
+    model: object
+    """The loaded model (LoRA adapters applied when asked)."""
+    cfg: object
+    """The :class:`repro.train.TrainConfig`."""
+    tokenizer: object
+    """The run's tokenizer."""
+    profile: object
+    """The resized profile."""
+    arm: str
+    """The arm trained."""
+    out: Path
+    """The output folder (not created here)."""
+
+
+def build_parts(args: argparse.Namespace) -> TrainParts:
+    """Parsed ``train`` arguments -> :class:`TrainParts` (model loaded, method built; nothing written)."""
     from repro import recipes
     from repro.cli import data as cli_data
-    from repro.train import Trainer
 
     check_args(args)
     from repro.devices import resolve_device
@@ -255,11 +289,20 @@ def build_trainer(args: argparse.Namespace) -> TrainRun:
         cfg = replace(cfg, bf16=args.dtype != "float32")
     if args.gradient_checkpointing:
         cfg = replace(cfg, gradient_checkpointing=True)
-    accelerator = make_run_accelerator(args, p.extend.batch_size)
+    return TrainParts(method, model, cfg, tok, p, arm, out)
+
+
+def build_trainer(args: argparse.Namespace) -> TrainRun:
+    """Parsed ``train`` arguments -> a :class:`TrainRun` (model loaded, method built, nothing trained yet)."""
+    from repro.train import Trainer
+
+    parts = build_parts(args)
+    accelerator = make_run_accelerator(args, parts.profile.extend.batch_size)
     if accelerator is None or accelerator.is_main_process:
-        output_dir(out)
-    trainer = Trainer(model, method, cfg, out, progress=not args.no_progress, accelerator=accelerator)
-    return TrainRun(trainer, tok, out, arm, p)
+        output_dir(parts.out)
+    trainer = Trainer(parts.model, parts.method, parts.cfg, parts.out, progress=not args.no_progress,
+                      accelerator=accelerator)
+    return TrainRun(trainer, parts.tokenizer, parts.out, parts.arm, parts.profile)
 
 
 TOKENIZER_LAST = "tokenizer_config.json"

@@ -44,6 +44,7 @@ import torch
 from repro.loss import chunked_clm_loss, weighted_clm_loss
 from repro.methods.registry import register_method
 from repro.methods.wrapped import OnInnerRows
+from repro.parallel.rows import group_sum
 from repro.models import forward_hidden, plain_head_weight
 from repro.methods.metrics import finish_metrics
 
@@ -121,7 +122,8 @@ def embedding_gradients(model, batch: dict[str, torch.Tensor], bf16: bool = Fals
     with frozen(model):
         loss = ce_from_embeds(model, e, batch, bf16, chunk)[0]
         (grad,) = torch.autograd.grad(loss, e)
-    return grad, loss.detach()
+    # sequence parallelism: each rank holds its own tokens' gradient (zero elsewhere); Eq. 2 needs whole documents
+    return group_sum(grad), loss.detach()
 
 
 def noise_mask(grad_norm: torch.Tensor, valid: torch.Tensor, doc_ids: torch.Tensor | None = None,

@@ -67,6 +67,7 @@ import torch.nn.functional as F
 
 from repro.loss import chunked_clm_loss, weighted_clm_loss
 from repro.models import forward, forward_hidden, plain_head_weight
+from repro.parallel.rows import alone, group_sum, share
 from repro.methods.metrics import answer_exact_match, answer_exact_match_hidden
 
 REDUCTIONS: tuple[str, ...] = ("mean", "weighted_mean")
@@ -210,40 +211,41 @@ def short_context_losses(model: torch.nn.Module, input_ids: torch.Tensor, cfg: L
     compute_dtype = torch.bfloat16 if bf16 else None
     loss = None
     mask = scored_mask(B, T, cfg, device)
-    plan = window_plan(T, cfg)
-    groups: dict[int, list[int]] = {}
-    for start, n in plan:
-        groups.setdefault(n, []).append(start)
-    for n, starts in groups.items():
-        L = cfg.window + n
-        per_pass = max(1, max_pass_tokens // (B * L))
-        for i in range(0, len(starts), per_pass):
-            part = starts[i:i + per_pass]
-            ids = torch.cat([input_ids[:, s:s + L] for s in part])
-            pos = torch.cat([_window_positions(position_ids, doc_ids, s, L, B, device) for s in part])
-            docs = None if doc_ids is None else torch.cat([doc_ids[:, s:s + L] for s in part])
-            y = ids[:, cfg.window:]
-            with _autocast(input_ids, bf16):
-                if head is not None:
-                    hidden = forward_hidden(model, ids, pos, docs)
-                    h = hidden[:, cfg.window - 1:L - 1]
-                    ce = _head_ce(h.reshape(-1, h.shape[-1]), head, y.reshape(-1), chunk,
-                                  compute_dtype or hidden.dtype).view(len(ids), n)
-                else:
-                    kwargs = {"logits_to_keep": n + 1} if keep_arg else {}
-                    logits = forward(model, ids, pos, docs, **kwargs).logits[:, -(n + 1):-1]
-                    logits = logits if logits.dtype == torch.float64 else logits.float()
-                    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
-                                         reduction="none").view(len(ids), n)
-            if loss is None:
-                loss = torch.zeros(B, T - 1, dtype=ce.dtype, device=device)
-            for j, s in enumerate(part):
-                loss[:, s + cfg.window - 1:s + cfg.window - 1 + n] = ce[j * B:(j + 1) * B]
+    plan = share(window_plan(T, cfg))  # sequence parallelism: each rank scores its share of the windows alone
+    with alone():  # the windows run whole on this rank (sequence parallelism: its share of them)
+        groups: dict[int, list[int]] = {}
+        for start, n in plan:
+            groups.setdefault(n, []).append(start)
+        for n, starts in groups.items():
+            L = cfg.window + n
+            per_pass = max(1, max_pass_tokens // (B * L))
+            for i in range(0, len(starts), per_pass):
+                part = starts[i:i + per_pass]
+                ids = torch.cat([input_ids[:, s:s + L] for s in part])
+                pos = torch.cat([_window_positions(position_ids, doc_ids, s, L, B, device) for s in part])
+                docs = None if doc_ids is None else torch.cat([doc_ids[:, s:s + L] for s in part])
+                y = ids[:, cfg.window:]
+                with _autocast(input_ids, bf16):
+                    if head is not None:
+                        hidden = forward_hidden(model, ids, pos, docs)
+                        h = hidden[:, cfg.window - 1:L - 1]
+                        ce = _head_ce(h.reshape(-1, h.shape[-1]), head, y.reshape(-1), chunk,
+                                      compute_dtype or hidden.dtype).view(len(ids), n)
+                    else:
+                        kwargs = {"logits_to_keep": n + 1} if keep_arg else {}
+                        logits = forward(model, ids, pos, docs, **kwargs).logits[:, -(n + 1):-1]
+                        logits = logits if logits.dtype == torch.float64 else logits.float()
+                        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                                             reduction="none").view(len(ids), n)
+                if loss is None:
+                    loss = torch.zeros(B, T - 1, dtype=ce.dtype, device=device)
+                for j, s in enumerate(part):
+                    loss[:, s + cfg.window - 1:s + cfg.window - 1 + n] = ce[j * B:(j + 1) * B]
     if loss is None:
         param = next(model.parameters(), None)
         dtype = torch.float64 if param is not None and param.dtype == torch.float64 else torch.float32
         loss = torch.zeros(B, max(T - 1, 0), dtype=dtype, device=device)
-    return loss, mask
+    return group_sum(loss), mask  # every window's scores, whichever rank computed them
 
 
 @torch.no_grad()

@@ -35,6 +35,7 @@ import torch
 from repro.loss import KL_DIRECTIONS, chunked_clm_loss, chunked_kl_loss, kl_from_logits, weighted_clm_loss
 from repro.methods.wrapped import OnInnerRows
 from repro.methods.registry import register_method, step_rng
+from repro.parallel.rows import active as split_rows_active
 from repro.models import plain_head_weight, recomputes_layers
 from repro.methods.metrics import finish_metrics
 
@@ -210,6 +211,10 @@ def _perturbed_context(model, spec: SelfDistillSpec):
     if spec.view == "nope":
         return no_rope(model)
     if spec.perturbation == "attention_noise":
+        if split_rows_active() is not None:
+            raise ValueError("perturbation='attention_noise' replaces the attention function, which sequence "
+                             "parallelism needs for its own (sp_ulysses); allowed: sequence_parallel=1 for this "
+                             "control, or the RoPE-index, NoPE and dropout perturbations")
         return attention_noise(model, spec.noise_std)
     if spec.perturbation == "dropout" and not (model.training and getattr(model.config, "attention_dropout", 0) > 0):
         raise ValueError("the dropout control needs a model in training mode with config.attention_dropout > 0 "
@@ -286,7 +291,8 @@ def selfdistill_loss(model, batch: dict[str, torch.Tensor], spec: SelfDistillSpe
             lap("clm")
             return _finish(loss, metrics, hidden, head, batch)
         active = spec.consistency != "none" and spec.lam > 0
-        shared = active and spec.view == "skip" and spec.shared_prefix and not recomputes_layers(model)
+        shared = active and spec.view == "skip" and spec.shared_prefix and not recomputes_layers(model) \
+            and split_rows_active() is None  # sequence parallelism shards the cache: two passes
         hidden, cache = standard_pass(model, ids, pos, doc, cache=shared)
         lap("first_pass")
         clm, extra = clm_term(model, hidden, batch, head, bf16, longce if spec.longce else None, chunk)

@@ -41,7 +41,16 @@ def _mask(model: torch.nn.Module, input_ids: torch.Tensor, doc_ids: torch.Tensor
 
 def standard_pass(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor,
                   doc_ids: torch.Tensor | None = None, cache: bool = False, **kwargs):
-    """The standard view's final hidden states (B, T, H) and, with ``cache``, its key/value cache (in the graph)."""
+    """The standard view's final hidden states (B, T, H) and, with ``cache``, its key/value cache (in the graph).
+    Inside :func:`repro.parallel.rows.split_rows`: this rank's tokens through the decoder, the full rows back, no
+    cache."""
+    from repro.parallel.rows import active, decoder_hidden
+
+    if (rows := active()) is not None:
+        if cache:
+            raise ValueError("the prefix-shared pass needs the whole rows' key/value cache, which sequence "
+                             "parallelism shards; allowed: cache=False (two full passes)")
+        return decoder_hidden(model, input_ids, position_ids, doc_ids, rows, **kwargs), None
     past = DynamicCache(config=model.config) if cache else None
     out = model.get_decoder()(input_ids=input_ids, position_ids=position_ids,
                               attention_mask=_mask(model, input_ids, doc_ids), past_key_values=past,

@@ -40,6 +40,18 @@ def row_attention(batch: Mapping) -> str | torch.Tensor:
     return cu
 
 
+def attention_kwargs(attention: str | torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor | None, dict]:
+    """``(attention_mask, kwargs)`` of a shard's decoder call for :func:`row_attention`'s answer ``attention``
+    (``ids``: the shard's (rows, t) token ids, shaping the all-ones mask)."""
+    if isinstance(attention, str):
+        if attention not in ("causal", "restarts"):
+            raise ValueError(f"attention={attention!r}; allowed: 'causal', 'restarts' or a cu_seqlens tensor")
+        return (torch.ones_like(ids) if attention == "causal" else None), {}
+    cu = attention.to(ids.device)
+    longest = int(cu.diff().max())
+    return None, {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}
+
+
 def shard_forward(model: torch.nn.Module, shard: Mapping, attention: str | torch.Tensor):
     """Run ``model`` (attention :data:`~repro.parallel.ulysses.SP_ULYSSES`, inside
     :func:`~repro.parallel.ulysses.sequence_parallel`) on a shard from :func:`repro.parallel.sequence.shard_row`
@@ -48,14 +60,5 @@ def shard_forward(model: torch.nn.Module, shard: Mapping, attention: str | torch
     device = next(model.parameters()).device
     ids = torch.as_tensor(np.asarray(shard["input_ids"]), device=device)
     pos = torch.as_tensor(np.asarray(shard["position_ids"]), device=device)
-    kwargs: dict = {"use_cache": False}
-    if isinstance(attention, str):
-        if attention not in ("causal", "restarts"):
-            raise ValueError(f"attention={attention!r}; allowed: 'causal', 'restarts' or a cu_seqlens tensor")
-        mask = torch.ones_like(ids) if attention == "causal" else None
-    else:
-        mask = None
-        cu = attention.to(device)
-        longest = int(cu.diff().max())
-        kwargs.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=longest, max_length_k=longest)
-    return model(input_ids=ids, position_ids=pos, attention_mask=mask, **kwargs)
+    mask, kwargs = attention_kwargs(attention, ids)
+    return model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=False, **kwargs)

@@ -74,6 +74,18 @@ def sequence_parallel(group=None, layout: str = "contiguous") -> Iterator[SPStat
         _STATE.pop()
 
 
+@contextlib.contextmanager
+def local() -> Iterator[SPState]:
+    """Within the block :data:`SP_ULYSSES` attention is the rank's own (``sdpa_varlen`` on its inputs), also
+    inside :func:`sequence_parallel`."""
+    state = SPState(None, 1, "contiguous")
+    _STATE.append(state)
+    try:
+        yield state
+    finally:
+        _STATE.pop()
+
+
 def current() -> SPState | None:
     """The innermost :func:`sequence_parallel` state, or None outside one."""
     return _STATE[-1] if _STATE else None

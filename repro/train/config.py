@@ -61,6 +61,14 @@ class TrainConfig:
     """With accumulation, run a step's micro-batches in descending order of sum of squared document lengths
     (ProLong's sort, :mod:`repro.data.balance`). The update is the same up to float summation order; the gain is
     for data-parallel workers (:mod:`repro.bench.reorder_sim`)."""
+    sequence_parallel: int = 1
+    """Processes that share every row (sequence parallelism, :mod:`repro.parallel.rows`; 1: none). Needs a
+    launcher that starts a multiple of it (``accelerate launch --num_processes DP x N``); each row is cut into
+    ``N`` shards of ``T / N`` tokens (``T`` must divide evenly), the decoder runs on a rank's shard with
+    ``sp_ulysses`` attention, and the objective is the method's own on the full rows."""
+    sequence_layout: str = "contiguous"
+    """How a row is cut over the ``sequence_parallel`` ranks: ``contiguous`` or ``zigzag``
+    (:data:`repro.parallel.sequence.LAYOUTS`; zigzag balances causal attention's work)."""
 
     @classmethod
     def from_section(cls, section: Any, max_steps: int, **overrides: Any) -> "TrainConfig":
@@ -83,6 +91,13 @@ class TrainConfig:
         if not 0 < self.lr <= 1:
             raise ValueError(f"lr={self.lr}; allowed: 0 < lr <= 1")
         check_device(self.device)
+        if isinstance(self.sequence_parallel, bool) or not isinstance(self.sequence_parallel, int) \
+                or self.sequence_parallel < 1:
+            raise ValueError(f"sequence_parallel={self.sequence_parallel!r}; allowed: an integer >= 1")
+        from repro.parallel.sequence import LAYOUTS
+
+        if self.sequence_layout not in LAYOUTS:
+            raise ValueError(f"sequence_layout={self.sequence_layout!r}; allowed: {', '.join(LAYOUTS)}")
         if self.micro_batch_size < 0:
             raise ValueError(f"micro_batch_size={self.micro_batch_size}; allowed: 0 (no accumulation) or >= 1 rows")
 

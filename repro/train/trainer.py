@@ -62,6 +62,12 @@ class Trainer:
                                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=cfg.betas)
         self.step = 0
         self.accelerator, self.engine = accelerator, None  # multi-process: repro.distributed
+        self.rows = None
+        """This process's sequence-parallel group (:class:`repro.parallel.rows.RowGroup`; None without)."""
+        if cfg.sequence_parallel > 1:
+            from repro.parallel.rows import setup
+
+            self.rows = setup(model, accelerator, cfg.sequence_parallel, cfg.sequence_layout)
         if accelerator is not None:
             from repro import distributed
 
@@ -153,7 +159,7 @@ class Trainer:
             from repro.distributed import gradients
 
             return gradients(self.accelerator, self.engine, batch, self.cfg.micro_batch_size,
-                             self.cfg.reorder_microbatches)
+                             self.cfg.reorder_microbatches, self.rows)
         parts = micro_batches(batch, self.cfg.micro_batch_size)
         if len(parts) == 1:
             loss, metrics = self.loss_fn(self.model, batch)
