@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
-from repro.distributed import free_port
+from repro.parallel.workers import run_workers
 
 TINY = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2}
@@ -90,22 +89,7 @@ def run_check(cases: Sequence[Mapping], world: int = 2, seed: int = 0, timeout: 
         spec.write_text(json.dumps({"world": world, "seed": seed, "threads": threads, "out": str(folder), "mode": mode,
                                     "layouts": [c.get("layout", "contiguous") for c in cases],
                                     "arrays": str(folder / "cases.npz")}))
-        env = {**os.environ, "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-        procs = [subprocess.Popen([sys.executable, "-m", "repro.parallel.check", str(spec), str(r)],
-                                  env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True) for r in range(world)]
-        logs = []
-        for p in procs:
-            try:
-                logs.append(p.communicate(timeout=timeout)[0])
-            except subprocess.TimeoutExpired:
-                p.kill()
-                logs.append(p.communicate()[0] + f"\n[killed after {timeout} s]")
-        files = [folder / f"rank{r}.npz" for r in range(world)]
-        if not all(f.exists() for f in files):
-            raise RuntimeError("sequence-parallel workers wrote no results:\n" + "\n".join(
-                f"--- rank {r} (exit {p.returncode}) ---\n{log[-4000:]}"
-                for r, (p, log) in enumerate(zip(procs, logs))))
+        files = run_workers("repro.parallel.check", spec, world, timeout, "sequence-parallel workers")
         out = []
         loaded = []
         for f in files:

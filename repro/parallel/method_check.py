@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from repro.distributed import free_port
+from repro.parallel.workers import run_workers
 
 
 def train_args(method: str, model: str | Path, data: str | Path, target: int, batch_size: int,
@@ -110,27 +109,13 @@ def run_method_check(cases: dict[str, list[str]], world: int, sequence_parallel:
         spec = folder / "spec.json"
         spec.write_text(json.dumps({"cases": cases, "sp": sequence_parallel, "layout": layout, "out": tmp,
                                     "threads": threads}))
-        env = {**os.environ, "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-               "LOCAL_WORLD_SIZE": str(world)}
-        procs = [subprocess.Popen([sys.executable, "-m", "repro.parallel.method_check", str(spec), str(r)],
-                                  env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True) for r in range(world)]
-        logs = []
-        for p in procs:
-            try:
-                logs.append(p.communicate(timeout=timeout)[0])
-            except subprocess.TimeoutExpired:
-                p.kill()
-                logs.append(p.communicate()[0] + f"\n[killed after {timeout} s]")
-        files = [folder / f"rank{r}.npz" for r in range(world)]
-        if not all(f.exists() for f in files):
-            raise RuntimeError("method-check workers wrote no results:\n" + "\n".join(
-                f"--- rank {r} (exit {p.returncode}) ---\n{log[-6000:]}" for r, (p, log) in enumerate(zip(procs, logs))))
+        files = run_workers("repro.parallel.method_check", spec, world, timeout, "method-check workers")
         out: dict[str, list[dict[str, np.ndarray]]] = {name: [] for name in cases}
         for f in files:
             with np.load(f, allow_pickle=False) as z:
                 for name in cases:
-                    out[name].append({"loss": z[f"{name}/loss"], "grads": z[f"{name}/grads"]})
+                    out[name].append({k: z[f"{name}/{k}"] for k in ("loss", "grads", "decoder_tokens",
+                                                                             "row_length")})
         return out
 
 
@@ -150,7 +135,15 @@ def _worker(spec_path: str, rank: int) -> None:
         engine, _ = prepare(acc, parts.model, opt, _loss_fn(parts), 0.0)
         _before(parts, parts.cfg.lr)
         engine.train()
-        metrics = gradients(acc, engine, _batch(parts), 0, False, rows)
+        seen: list[int] = []  # the decoder's input lengths: a rank's shard of each row, not the row
+        hook = parts.model.get_decoder().register_forward_pre_hook(
+            lambda m, a, kw: seen.append(int((kw.get("inputs_embeds") if kw.get("input_ids") is None
+                                              else kw["input_ids"]).shape[1])), with_kwargs=True)
+        batch = _batch(parts)
+        metrics = gradients(acc, engine, batch, 0, False, rows)
+        hook.remove()
+        results[f"{name}/row_length"] = np.asarray(batch["input_ids"].shape[1])
+        results[f"{name}/decoder_tokens"] = np.asarray(seen, dtype=np.int64)
         results[f"{name}/loss"] = np.asarray(metrics["loss"])
         results[f"{name}/grads"] = _grads(parts.model)
     tmp = Path(spec["out"]) / f"rank{rank}.tmp.npz"
