@@ -124,11 +124,16 @@ def check_args(args: argparse.Namespace) -> None:
         world = launched_world_size()
         if world % sp:
             raise CLIError(f"--sequence-parallel {sp} needs a multiple of {sp} processes, got {world}; allowed: "
-                           f"accelerate launch --num_processes {sp} (or DP x {sp}) -m repro train ... "
-                           f"--sequence-parallel {sp}, or a divisor of {world}")
+                           f"{launch_hint(sp)}, or a divisor of {world}")
     parse_data_spec(args.data)
     device_args(args)
     model_dir(args.model)
+
+
+def launch_hint(sp: int) -> str:
+    """How to start ``DP x sp`` processes of ``train`` (CPU and GPU: torchrun; GPUs: accelerate launch too)."""
+    return (f"torchrun --nproc_per_node {sp} -m repro train ... --sequence-parallel {sp} (or DP x {sp} processes; "
+            f"on GPUs also accelerate launch --num_processes {sp})")
 
 
 def read_anchors(path: str | None, method: str, vocab: int, needed: bool = False):

@@ -239,8 +239,8 @@ def setup(model: torch.nn.Module, accelerator, size: int, layout: str = "contigu
     world = 1 if accelerator is None else accelerator.num_processes
     if accelerator is None or world % size:
         raise ValueError(f"sequence_parallel={size} needs a multiple of {size} processes started by a launcher "
-                         f"(got {world}); allowed: accelerate launch --num_processes {size} (or DP x {size}) "
-                         "-m repro train ... --sequence-parallel " + str(size))
+                         f"(got {world}); allowed: torchrun --nproc_per_node {size} (or DP x {size}) -m repro train "
+                         f"... --sequence-parallel {size}")
     heads = getattr(getattr(model, "config", None), "num_attention_heads", None)
     if heads is not None and heads % size:
         raise ValueError(f"sequence_parallel={size} does not divide the model's {heads} attention heads (Ulysses "

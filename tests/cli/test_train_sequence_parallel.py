@@ -1,0 +1,71 @@
+"""``python -m repro train --sequence-parallel 2`` on two gloo processes, every method, against one process: the
+same metrics and final weights after 2 steps (float32: to rounding), and the refusals of impossible splits."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from repro.__main__ import main
+from repro.distributed import free_port
+from repro.io import read_jsonl
+from repro.pipeline import REPO
+
+METHODS = ("flt", "pose", "rpes", "longrecipe", "selfdistill", "longce", "cdt", "prolong")
+
+
+def _args(model, data, out, method, anchors, *extra):
+    return ["train", "--model", str(model), "--method", method, "--target", "128", "--data", f"folder:{data}",
+            "--steps", "2", "--batch-size", "2", "--lr", "3e-3", "--out", str(out), "--profile", "smoke",
+            "--no-progress", *(["--anchors", str(anchors)] if method == "longrecipe" else []), *extra]
+
+
+def _launch(argv, world: int, log) -> list[int]:
+    port = str(free_port())
+    procs = [subprocess.Popen([sys.executable, "-m", "repro", *argv], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                              env={**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(world),
+                                   "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+                                   "OMP_NUM_THREADS": "1"}) for r in range(world)]
+    return [p.wait(timeout=300) for p in procs]
+
+
+@pytest.fixture(scope="module")
+def anchors(tmp_path_factory):
+    path = tmp_path_factory.mktemp("anchors") / "anchors.json"
+    path.write_text(json.dumps({"anchors": [13, 14, 15]}))
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", METHODS)
+def test_train_sequence_parallel_2_matches_one_process(tiny_model_dir, text_folder, tmp_path, anchors, method):
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert main(_args(tiny_model_dir, text_folder, one, method, anchors)) == 0
+    with open(tmp_path / "log.txt", "w") as log:
+        codes = _launch(_args(tiny_model_dir, text_folder, two, method, anchors, "--sequence-parallel", "2"), 2, log)
+    assert codes == [0, 0], (tmp_path / "log.txt").read_text()[-4000:]
+    a, b = read_jsonl(one / "metrics.jsonl"), read_jsonl(two / "metrics.jsonl")
+    assert [r["step"] for r in b] == [0, 1]
+    for ra, rb in zip(a, b):
+        assert rb["loss"] == pytest.approx(ra["loss"], rel=1e-5)
+        assert rb["grad_norm"] == pytest.approx(ra["grad_norm"], rel=1e-3)
+    wa, wb = load_file(one / "final" / "model.safetensors"), load_file(two / "final" / "model.safetensors")
+    assert set(wa) <= set(wb)  # the multi-process save also writes the tied head
+    moved = max(float(np.abs(wa[k] - load_file(tiny_model_dir / "model.safetensors")[k]).max()) for k in wa)
+    worst = max(float(np.abs(wa[k] - wb[k]).max()) for k in wa)
+    assert moved > 1e-3 and worst < 1e-3 * moved  # trained, and the two runs agree to rounding
+    run = json.loads((two / "run.json").read_text())
+    assert run["world_size"] == 2 and run["train_config"]["sequence_parallel"] == 2
+
+
+def test_sequence_parallel_needs_a_multiple_of_its_processes(tiny_model_dir, text_folder, tmp_path, anchors,
+                                                             capsys):
+    out = tmp_path / "bad"
+    assert main(_args(tiny_model_dir, text_folder, out, "flt", anchors, "--sequence-parallel", "2")) == 2
+    err = capsys.readouterr().err
+    assert "--sequence-parallel 2 needs a multiple of 2 processes, got 1" in err and "torchrun" in err
+    assert not out.exists()
