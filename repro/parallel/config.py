@@ -1,4 +1,7 @@
-"""``extend.sequence_parallel`` as accelerate's ``ParallelismConfig`` (accelerate 1.15).
+"""``extend.sequence_parallel`` as accelerate's ``ParallelismConfig`` (accelerate 1.15), for runs that take
+accelerate's or DeepSpeed's own sequence parallelism. ``train`` does not: it splits rows with
+:mod:`repro.parallel.rows` under DDP or any DeepSpeed ZeRO stage, since every method's objective needs the full rows
+(``docs/sequence_parallel.md``).
 
 accelerate 1.15 exposes ``accelerate.ParallelismConfig`` with two ways of splitting a sequence over ranks
 (:data:`SP_BACKENDS`):

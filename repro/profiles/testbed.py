@@ -199,10 +199,10 @@ class ExtendConfig:
     deepspeed_config: str | None = None
     """Path of a DeepSpeed JSON config (paper profile; needs GPUs)."""
     sequence_parallel: int = 1
-    """Ranks that share one row (sequence parallelism, >= 1, dividing the number of processes; 1: none). Each
-    rank holds ``T / sequence_parallel`` tokens of a row with the row's own position ids and shifted targets
-    (:mod:`repro.parallel.sequence`); :func:`repro.parallel.config.profile_parallelism` turns it into accelerate's
-    ``ParallelismConfig`` (DeepSpeed Ulysses/ALST, GPUs). Left out of cache keys when 1."""
+    """Ranks that share one row (sequence parallelism, >= 1, dividing the number of processes; 1: none), copied
+    into ``TrainConfig.sequence_parallel``: each rank runs the decoder on ``T / sequence_parallel`` tokens of every
+    row with the row's own position ids, and each method's objective is computed on the full rows
+    (:mod:`repro.parallel.rows`; ``docs/sequence_parallel.md``). Left out of cache keys when 1."""
 
 
 REPLICATE_SEED_STRIDE = 1000

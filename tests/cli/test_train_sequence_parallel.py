@@ -40,13 +40,18 @@ def anchors(tmp_path_factory):
     return path
 
 
+ZERO3_CPU = REPO / "configs" / "deepspeed_zero3_cpu.json"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("method", METHODS)
-def test_train_sequence_parallel_2_matches_one_process(tiny_model_dir, text_folder, tmp_path, anchors, method):
+@pytest.mark.parametrize("method,engine", [(m, "ddp") for m in METHODS] + [("cdt", "zero3")])
+def test_train_sequence_parallel_2_matches_one_process(tiny_model_dir, text_folder, tmp_path, anchors, method,
+                                                       engine):
     one, two = tmp_path / "one", tmp_path / "two"
     assert main(_args(tiny_model_dir, text_folder, one, method, anchors)) == 0
+    extra = ["--sequence-parallel", "2"] + (["--deepspeed", str(ZERO3_CPU)] if engine == "zero3" else [])
     with open(tmp_path / "log.txt", "w") as log:
-        codes = _launch(_args(tiny_model_dir, text_folder, two, method, anchors, "--sequence-parallel", "2"), 2, log)
+        codes = _launch(_args(tiny_model_dir, text_folder, two, method, anchors, *extra), 2, log)
     assert codes == [0, 0], (tmp_path / "log.txt").read_text()[-4000:]
     a, b = read_jsonl(one / "metrics.jsonl"), read_jsonl(two / "metrics.jsonl")
     assert [r["step"] for r in b] == [0, 1]

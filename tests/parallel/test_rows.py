@@ -1,11 +1,11 @@
 """Every method trained with its rows split over gloo processes: the step's loss and every parameter gradient equal
-one process's, in float64 (``repro.parallel.method_check``), at N = 2 and 4 ranks per row and at DP 2 x SP 2."""
+one process's, in float64 (``tests/parallel/method_worker.py``), at N = 2 and 4 ranks per row and at DP 2 x SP 2."""
 
 import numpy as np
 import pytest
 import torch
 
-from repro.parallel.method_check import reference, run_method_check, train_args
+from tests.parallel.method_worker import reference, run_method_check, train_args
 
 METHODS = ("flt", "pose", "rpes", "longrecipe", "selfdistill", "longce", "cdt", "prolong")
 """Every command-line method (``repro.recipes.cli_methods``)."""

@@ -1,6 +1,6 @@
-"""Every method's step, sequence-parallel against one process, in float64.
+"""Every method's step, sequence-parallel against one process, in float64 (``tests/parallel/test_rows.py``).
 
-:func:`run_method_check` starts ``world`` gloo processes (``python -m repro.parallel.method_check SPEC RANK``).
+:func:`run_method_check` starts ``world`` gloo processes (``python -m tests.parallel.method_worker SPEC RANK``).
 Each builds every method of the spec exactly as ``python -m repro train`` does (:func:`repro.cli.train.build_parts`
 on a local model folder and data), casts the model to float64, and runs step 0 through the trainer's own
 multi-process path: DDP (accelerate, gloo), the data-parallel share of the rows, ``sequence_parallel`` ranks per
@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from repro.parallel.workers import run_workers
+from repro.pipeline import REPO
 
 
 def train_args(method: str, model: str | Path, data: str | Path, target: int, batch_size: int,
@@ -109,7 +110,7 @@ def run_method_check(cases: dict[str, list[str]], world: int, sequence_parallel:
         spec = folder / "spec.json"
         spec.write_text(json.dumps({"cases": cases, "sp": sequence_parallel, "layout": layout, "out": tmp,
                                     "threads": threads}))
-        files = run_workers("repro.parallel.method_check", spec, world, timeout, "method-check workers")
+        files = run_workers("tests.parallel.method_worker", spec, world, timeout, "method-check workers", cwd=REPO)
         out: dict[str, list[dict[str, np.ndarray]]] = {name: [] for name in cases}
         for f in files:
             with np.load(f, allow_pickle=False) as z:
