@@ -83,16 +83,19 @@ def _check_targets(model: torch.nn.Module, targets: tuple[str, ...]) -> None:
                          f"{', '.join(linear_module_names(model))}")
 
 
-def apply_lora(model: torch.nn.Module, spec: LoraSpec) -> torch.nn.Module:
+def apply_lora(model: torch.nn.Module, spec: LoraSpec, seed: int = 0) -> torch.nn.Module:
     """``model`` wrapped in LoRA adapters (peft ``get_peft_model``; the base model is changed in place): only the
     adapters and the parameters named by ``spec.trainable`` have ``requires_grad``. The adapters start at zero
-    (``B = 0``), so the wrapped model computes what ``model`` did."""
+    (``B = 0``), so the wrapped model computes what ``model`` did; ``A`` is drawn from ``seed`` (the same adapters
+    in every run and every process; the caller's random state is left as it was)."""
     from peft import LoraConfig, get_peft_model
 
     _check_targets(model, spec.target_modules)
     config = LoraConfig(r=spec.r, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
                         target_modules=list(spec.target_modules), bias="none", task_type="CAUSAL_LM")
-    peft_model = get_peft_model(model, config)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        peft_model = get_peft_model(model, config)
     adapters = {id(p) for p in peft_model.parameters() if p.requires_grad}
     extras = [(n, p) for n, p in peft_model.get_base_model().named_parameters() if id(p) not in adapters]
     for pattern in spec.trainable:

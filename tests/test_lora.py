@@ -127,6 +127,27 @@ def test_longlora_extras_train_embeddings_and_norms_and_reload(tmp_path):
     assert trainable_parameter_names(again) == []
 
 
+def test_adapters_start_from_the_seed_and_leave_the_callers_random_state():
+    """The same seed gives the same adapters in every run and process (a multi-process run's ranks agree, and two
+    runs of one command give the same bits); another seed others; torch's own stream is not advanced."""
+    def adapters(seed):
+        model = apply_lora(_model(dtype=torch.float32), LoraSpec(r=2), seed=seed)
+        return {n: p.detach().clone() for n, p in model.named_parameters() if ".lora_A" in n}
+
+    torch.manual_seed(123)
+    a = adapters(5)
+    torch.manual_seed(321)
+    b = adapters(5)
+    assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+    assert not all(torch.equal(a[n], v) for n, v in adapters(6).items())
+    model = _model(dtype=torch.float32)
+    torch.manual_seed(123)
+    apply_lora(model, LoraSpec(r=2), seed=5)
+    after = torch.rand(1)
+    torch.manual_seed(123)
+    assert torch.equal(torch.rand(1), after)
+
+
 def test_merge_is_exact_in_float64(tmp_path):
     model = apply_lora(_model(), LoraSpec(r=4, trainable=("norm",)))
     with torch.no_grad():

@@ -284,7 +284,7 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
         from repro.lora import apply_lora
 
         try:
-            model = apply_lora(model, spec)
+            model = apply_lora(model, spec, seed=p.extend.seed)
         except ValueError as e:
             raise CLIError(f"--lora-targets/--lora-trainable: {e}") from e
     cfg = recipes.train_config(p, arm)

@@ -41,15 +41,20 @@ def anchors(tmp_path_factory):
 
 
 ZERO3_CPU = REPO / "configs" / "deepspeed_zero3_cpu.json"
+ENGINES = {"ddp": [], "zero3": ["--deepspeed", str(ZERO3_CPU)], "lora+checkpointing": ["--lora", "4",
+                                                                                      "--gradient-checkpointing"]}
+"""Extra ``train`` flags of each way of training (both runs of a case get the LoRA and checkpointing flags)."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method,engine", [(m, "ddp") for m in METHODS] + [("cdt", "zero3")])
+@pytest.mark.parametrize("method,engine", [(m, "ddp") for m in METHODS] + [("cdt", "zero3"),
+                                                                            ("selfdistill", "lora+checkpointing")])
 def test_train_sequence_parallel_2_matches_one_process(tiny_model_dir, text_folder, tmp_path, anchors, method,
                                                        engine):
     one, two = tmp_path / "one", tmp_path / "two"
-    assert main(_args(tiny_model_dir, text_folder, one, method, anchors)) == 0
-    extra = ["--sequence-parallel", "2"] + (["--deepspeed", str(ZERO3_CPU)] if engine == "zero3" else [])
+    both = ENGINES[engine] if engine.startswith("lora") else []
+    assert main(_args(tiny_model_dir, text_folder, one, method, anchors, *both)) == 0
+    extra = ["--sequence-parallel", "2", *ENGINES[engine]]
     with open(tmp_path / "log.txt", "w") as log:
         codes = _launch(_args(tiny_model_dir, text_folder, two, method, anchors, *extra), 2, log)
     assert codes == [0, 0], (tmp_path / "log.txt").read_text()[-4000:]
