@@ -45,9 +45,28 @@ def is_disk_full(error: BaseException) -> bool:
     return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+def umask() -> int:
+    """The process's file-creation mask: from ``/proc/self/status`` where Linux gives it, else by setting and
+    restoring it (a moment in which another thread's new file would get ``0o022``)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _tmp_path(path: Path) -> Path:
+    """A temporary file beside ``path`` with the mode a plain ``open`` would give it (``0o666`` less the umask;
+    ``mkstemp`` alone makes it private to its owner, and the rename would carry that over)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~umask())
+    finally:
+        os.close(fd)
     return Path(tmp)
 
 
@@ -108,6 +127,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    os.chmod(tmp, 0o777 & ~umask())  # as mkdir would make it (mkdtemp's folder is private to its owner)
     try:
         yield tmp
         if path.exists():

@@ -209,3 +209,16 @@ def test_micro_batches_on_each_rank_keep_the_global_token_mean(tmp_path, single,
     _run(spec, tmp_path / "run")
     _check_against_single(tmp_path / "run", single)
     assert _metrics(tmp_path / "run")[0]["micro_batches"] == 2
+
+
+def test_deepspeeds_deprecated_collectives_are_silenced_and_nothing_else():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        distributed.quiet_deepspeed_collectives()
+        warnings.warn("`torch.distributed.all_gather_into_tensor` is deprecated. Please use `all_gather_single`.",
+                      FutureWarning)
+        warnings.warn("`torch.distributed.reduce_scatter_tensor` is deprecated.", FutureWarning)
+        warnings.warn("something else is deprecated", FutureWarning)
+    assert [str(w.message) for w in seen] == ["something else is deprecated"]

@@ -45,5 +45,25 @@ def main(args: argparse.Namespace) -> int:
     from repro.profiles import DESCRIPTIONS, PROFILES
 
     for name in PROFILES:
-        print(f"{name:>6}: {DESCRIPTIONS[name]}")
+        print(f"{name:>6}: {DESCRIPTIONS[name]}{model_size(name)}")
     return 0
+
+
+def model_size(profile: str) -> str:
+    """``" (model: <layers> layers, hidden <h>, <n> parameters)"`` for a profile whose model is built here,
+    counted from its config on the meta device (no weights allocated); empty for a pretrained model."""
+    import torch
+
+    from repro.models import n_params, tiny_config
+    from repro.profiles import get_profile
+
+    p = get_profile(profile)
+    if p.model.pretrained:
+        return f" (model: {p.model.pretrained})"
+    from transformers import LlamaForCausalLM
+
+    with torch.device("meta"):
+        model = LlamaForCausalLM(tiny_config(p.model, p.tokenizer.vocab_size, p.extend.target_window, 0, 1, 2))
+    n = p.model.num_layers
+    return (f" (model: {n} layer{'' if n == 1 else 's'}, hidden {p.model.hidden_size}, vocabulary "
+            f"{p.tokenizer.vocab_size}: {n_params(model) / 1e6:.2f}M parameters)")

@@ -82,8 +82,8 @@ error rather than training on the CPU) and the model weights."""
 PROFILES: dict[str, Profile] = {p.name: p for p in (SMOKE, TINY, PAPER)}
 
 DESCRIPTIONS: dict[str, str] = {
-    "smoke": "CI: every code path in seconds; asserts structure, not science",
-    "tiny": "default: 0.8M-parameter Llama trained here at 256 tokens, extended to 1024 (any CPU)",
+    "smoke": "CI: every code path at toy sizes (minutes on 2 cores, not seconds); asserts structure, not science",
+    "tiny": "default: a Llama trained here at 256 tokens, extended to 1024 (any CPU)",
     "paper": "LongRecipe Table 6: Llama3-8B-Instruct to 80K, DeepSpeed + flash-attn (GPUs, model weights)",
 }
 
