@@ -109,3 +109,24 @@ def test_ctrl_c_of_another_command_says_nothing_half_written_is_kept(capsys):
         assert main(["profiles"]) == 130
     assert capsys.readouterr().err == INTERRUPTED + "\n"
     assert "nothing half-written is kept" in INTERRUPTED
+
+
+def test_a_launched_run_on_a_locked_out_is_refused_by_every_rank(tiny_model_dir, text_folder, tmp_path, monkeypatch):
+    """Two ranks (``torchrun``'s variables) on an ``--out`` another process holds, ``REPRO_LOCK_WAIT=0``: rank 0
+    finds the lock taken and broadcasts the refusal, so both ranks exit 2 and only rank 0 prints it."""
+    import pytest
+
+    from tests.test_bad_inputs import HOLDER, UsageExit, Workspace, two_ranks
+
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], cwd=REPO, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setenv("REPRO_LOCK_WAIT", "0")
+        with pytest.raises(UsageExit) as got:
+            two_ranks(Workspace(tmp_path, tiny_model_dir, text_folder, None), out)
+    finally:
+        holder.communicate("")
+    assert got.value.code == 2 and f"is being computed by pid {holder.pid} " in str(got.value)
+    assert not out.exists()
