@@ -296,6 +296,78 @@ def flash_without_gpu() -> None:
         _m("attention.doc_masked").check_attn_implementation("flash_attention_2")
 
 
+def train_argv(ws: Workspace, out: Path, *extra: str, **change: str) -> list[str]:
+    """The ``train`` arguments of :func:`train` (same defaults, ``change`` and ``extra``), for a real process."""
+    flags = {"--model": ws.model, "--method": "flt", "--target": "128", "--data": f"folder:{ws.texts}",
+             "--steps": "1", "--batch-size": "2", "--lr": "3e-3", "--out": out, "--profile": "smoke"}
+    flags.update({"--" + k.replace("_", "-"): v for k, v in change.items()})
+    return ["train", *[str(x) for kv in flags.items() for x in kv], "--no-progress", *extra]
+
+
+def two_ranks(ws: Workspace, out: Path, *extra: str, **change: str) -> None:
+    """``train`` as the 2 processes of a launched run (the variables ``torchrun`` sets, real processes). Raises
+    :class:`UsageExit` with rank 0's last stderr line when rank 0 fails; rank 1 must end alike, printing nothing."""
+    import os
+    import subprocess
+    import sys
+
+    from repro.distributed import free_port
+    from repro.pipeline import REPO
+
+    env = {**os.environ, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-m", "repro", *train_argv(ws, out, *extra, **change)], cwd=REPO,
+                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for r in range(2)]
+    (code0, err0), (code1, err1) = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    if code0:
+        assert code1 == code0 and "error" not in err1, f"rank 1 ended with {code1}: {err1[-2000:]}"
+        lines = [ln for ln in err0.splitlines() if ln.strip()]
+        assert "Traceback" not in err0 and sum("error" in ln for ln in lines) == 1, err0[-3000:]
+        raise UsageExit(code0, lines[-1])
+
+
+def launched_env(**env: str) -> Callable:
+    """A call running :func:`train` in this process as rank 0 of a launched run of ``WORLD_SIZE`` processes (and any
+    other variable of ``env``), without starting the others: for checks made before any process group exists."""
+    def call(ws: Workspace, out: Path, *extra: str, **change: str) -> None:
+        import os
+        from unittest import mock
+
+        with mock.patch.dict(os.environ, {"RANK": "0", "LOCAL_RANK": "0", **env}):
+            train(ws, out, *extra, **change)
+    return call
+
+
+HOLDER = ("import sys\nfrom repro.stages.locks import stage_lock\nwith stage_lock(sys.argv[1], what='run'):\n"
+          "    print('held', flush=True)\n    sys.stdin.read()\n")
+"""A process that holds the run lock of ``argv[1]`` until its standard input closes."""
+
+
+def train_while_locked(ws: Workspace, out: Path) -> None:
+    """``train`` with ``REPRO_LOCK_WAIT=0`` on an ``--out`` whose lock another process holds. The holder's pid, host,
+    command and start time change from run to run: the message is shown with them replaced by placeholders."""
+    import os
+    import subprocess
+    import sys
+    from unittest import mock
+
+    from repro.pipeline import REPO
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], cwd=REPO, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with mock.patch.dict(os.environ, {"REPRO_LOCK_WAIT": "0"}):
+            train(ws, out)
+    except UsageExit as e:
+        assert f"pid {holder.pid} " in str(e), str(e)
+        raise UsageExit(e.code, re.sub(r"pid \d+ on \S+ \(command: .*?; since [^)]*\)",
+                                       "pid <pid> on <host> (command: <command>; since <time>)", str(e))) from None
+    finally:
+        holder.communicate("")
+
+
 def _m(name: str) -> object:
     """Import ``repro.<name>`` (a module path) lazily."""
     import importlib
@@ -577,6 +649,21 @@ CASES: list[Case] = [
          lambda ws, out: load_checkpoint_of_another_model(ws, out, num_layers=1, hidden_size=64), ValueError,
          r"ckpt-other does not match the model: \d+ tensor\(s\) of another shape \(checkpoint vs model\), first "
          r"\['model.embed_tokens.weight \(400, 64\) vs \(\d+, 32\)'.*; allowed: a checkpoint of this model's"),
+    Case("E100", CLI_TRAIN, "`--batch-size 3` on 2 processes of a launched run (`torchrun --nproc_per_node 2`): "
+         "rank 0 prints the one line, rank 1 exits 2 silently, before any engine or file",
+         lambda ws, out: two_ranks(ws, out, batch_size="3"), UsageExit,
+         r"--batch-size 3 cannot be split over 2 data-parallel processes \(WORLD_SIZE=2\); allowed: a multiple of 2",
+         out=True),
+    Case("E101", CLI_TRAIN, "`--batch-size 3` on 4 processes with `--sequence-parallel 2` (2 data-parallel groups)",
+         lambda ws, out: launched_env(WORLD_SIZE="4")(ws, out, "--sequence-parallel", "2", batch_size="3"),
+         UsageExit, r"--batch-size 3 cannot be split over 2 data-parallel processes \(WORLD_SIZE=4 / "
+         r"--sequence-parallel 2\); allowed: a multiple of 2", out=True),
+    Case("E102", CLI_TRAIN, "a second `train` on an `--out` another process trains, with `REPRO_LOCK_WAIT=0`",
+         train_while_locked, UsageExit, r"is in use: run .*E102 is being computed by pid <pid> .*REPRO_LOCK_WAIT=0 "
+         r"refuses to wait.*; allowed: another --out, or wait for it", out=True),
+    Case("E103", CLI_TRAIN, "`REPRO_LOCK_WAIT=2` for `train`",
+         lambda ws, out: launched_env(WORLD_SIZE="1", REPRO_LOCK_WAIT="2")(ws, out), UsageExit,
+         r"REPRO_LOCK_WAIT='2'; allowed: 1 \(wait for the holder\) or 0 \(refuse at once\)", out=True),
 ]
 
 

@@ -8,7 +8,9 @@
 - ``profiles``, ``bench``, ``base-search`` (:mod:`repro.cli.misc`).
 
 Every bad argument ends the command with one ``error: ...`` line naming the value and what is allowed, and exit
-status 2 (:class:`repro.cli.common.CLIError`, or argparse's own usage errors).
+status 2 (:class:`repro.cli.common.CLIError`, or argparse's own usage errors). Ctrl-C (SIGINT) ends any command
+with exit status 130 and one line saying what was kept and how to go on (no traceback). In a launched run
+(``torchrun``) an error every rank raises alike is printed by rank 0 only.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from repro.cli.common import EXIT_USAGE, CLIError
+from repro.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, CLIError, CommandInterrupted, speaks
 
 COMMANDS: tuple[str, ...] = ("reproduce", "train", "evaluate", "analyze", "profiles", "bench", "base-search")
 """Every subcommand."""
@@ -37,8 +39,28 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+INTERRUPTED = ("interrupted (Ctrl-C); files are written whole or not at all, so nothing half-written is kept: "
+               "re-run the command to finish")
+"""The line of a command stopped by Ctrl-C that says nothing more specific (:class:`CommandInterrupted` does)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; returns its exit status (2 for a bad argument, with one ``error:`` line on stderr)."""
+    """Run one command; returns its exit status (2 for a bad argument, with one ``error:`` line on stderr; 130 for
+    Ctrl-C, with one line saying what was kept)."""
+    try:
+        return _run(argv)
+    except CLIError as e:
+        if speaks(e):
+            print(f"error: {e}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    except KeyboardInterrupt as e:
+        if speaks(e):
+            print(str(e) if isinstance(e, CommandInterrupted) else INTERRUPTED, file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+
+
+def _run(argv: list[str] | None) -> int:
+    """Parse ``argv`` and run its command (errors and Ctrl-C are reported by :func:`main`)."""
     from repro.cli import analyze, evaluate, misc, reproduce, train
 
     try:
@@ -47,8 +69,4 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0)
     handlers = {"reproduce": reproduce.main, "train": train.main, "evaluate": evaluate.main,
                 "analyze": analyze.main}
-    try:
-        return handlers.get(args.cmd, misc.main)(args)
-    except CLIError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+    return handlers.get(args.cmd, misc.main)(args)

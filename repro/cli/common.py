@@ -11,8 +11,36 @@ EXIT_USAGE = 2
 """Exit status of a bad argument (argparse's own)."""
 
 
+EXIT_INTERRUPTED = 130
+"""Exit status of a command stopped by Ctrl-C (SIGINT), as a shell reports it (128 + 2)."""
+
+
 class CLIError(ValueError):
     """A bad argument or input, reported as one ``error: ...`` line and exit status 2."""
+
+
+class RankAgreedError(CLIError):
+    """A :class:`CLIError` every process of a launched run raises alike (it depends only on the arguments, the
+    launcher's environment or a decision broadcast from rank 0): rank 0 prints it, the other ranks exit 2 silently,
+    so the user reads one line instead of one per rank."""
+
+
+class CommandInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a command, carrying the one line that says what was kept and how to go on (exit status 130)."""
+
+
+def launched_rank() -> int:
+    """This process's ``RANK`` in a launched run (0 when not launched, or when the variable is not a number)."""
+    import os
+
+    raw = os.environ.get("RANK", "0").strip()
+    return int(raw) if raw.isdigit() else 0
+
+
+def speaks(error: BaseException) -> bool:
+    """Whether this process prints ``error``: always, except a rank other than 0 of a launched run for an error
+    every rank raises alike (:class:`RankAgreedError`, Ctrl-C)."""
+    return launched_rank() == 0 or not isinstance(error, (RankAgreedError, KeyboardInterrupt))
 
 
 def positive_int(text: str) -> int:

@@ -14,11 +14,14 @@ that change how training runs (devices, adapters) extend it and its parser (:fun
 from __future__ import annotations
 
 import argparse
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
-from repro.cli.common import (CLIError, add_device_args, choice, device_args, load_cli_model, load_tokenizer_from,
-                              model_dir, output_dir, positive_float, positive_int)
+from repro.cli.common import (CLIError, CommandInterrupted, RankAgreedError, add_device_args, choice, device_args,
+                              launched_rank, load_cli_model, load_tokenizer_from, model_dir, output_dir,
+                              positive_float, positive_int)
 from repro.cli.data import DATA_KINDS
 
 MAX_TARGET = 1 << 20
@@ -125,9 +128,27 @@ def check_args(args: argparse.Namespace) -> None:
         if world % sp:
             raise CLIError(f"--sequence-parallel {sp} needs a multiple of {sp} processes, got {world}; allowed: "
                            f"{launch_hint(sp)}, or a divisor of {world}")
+    check_batch_split(args)
     parse_data_spec(args.data)
     device_args(args)
     model_dir(args.model)
+
+
+def check_batch_split(args: argparse.Namespace) -> None:
+    """The rows of a step (``--batch-size``, or the profile's) must split evenly over the data-parallel processes
+    (``WORLD_SIZE / --sequence-parallel``): checked from the launcher's environment alone, before any engine is
+    built or file written, and raised alike by every rank (:class:`RankAgreedError`: rank 0 prints it)."""
+    from repro.distributed import launched_world_size
+
+    p = run_profile(args)
+    world, sp, batch = launched_world_size(), p.extend.sequence_parallel, p.extend.batch_size
+    if world % sp or (world // sp) <= 1 or batch % (world // sp) == 0:
+        return  # one data-parallel process, or a process count --sequence-parallel refuses itself
+    dp = world // sp
+    given = f"--batch-size {batch}" if args.batch_size is not None else f"--batch-size {batch} (profile {p.name})"
+    split = f"WORLD_SIZE={world}" + (f" / --sequence-parallel {sp}" if sp > 1 else "")
+    raise RankAgreedError(f"{given} cannot be split over {dp} data-parallel processes ({split}); allowed: a "
+                          f"multiple of {dp}, e.g. --batch-size {dp * max(1, round(batch / dp))}")
 
 
 def launch_hint(sp: int) -> str:
@@ -254,9 +275,8 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
     from repro.devices import resolve_device
 
     arm = recipes.cli_methods()[args.method]
-    out = Path(args.out or f"runs/train-{args.method}-{args.target}")
-    if (out / "final" / "config.json").exists():
-        raise CLIError(f"--out {str(out)!r} already holds a finished run (final/); allowed: a new folder")
+    out = run_folder(args)
+    refuse_finished(out)
     tok = load_tokenizer_from(args.tokenizer or args.model, "--tokenizer" if args.tokenizer else "--model")
     p = run_profile(args)
     docs = cli_data.documents(args.data, tok, p.extend.target_window, args.data_bytes)
@@ -297,17 +317,85 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
     return TrainParts(method, model, cfg, tok, p, arm, out)
 
 
+def run_folder(args: argparse.Namespace) -> Path:
+    """The output folder: ``--out``, or ``runs/train-<method>-<target>``."""
+    return Path(args.out or f"runs/train-{args.method}-{args.target}")
+
+
+def refuse_finished(out: Path) -> None:
+    """A :class:`RankAgreedError` when ``out`` holds a finished run (``final/``): training it again would overwrite
+    it. Re-checked under the run's lock, where a process that waited finds the run its holder finished."""
+    if (out / "final" / "config.json").exists():
+        raise RankAgreedError(f"--out {str(out)!r} already holds a finished run (final/); allowed: a new folder")
+
+
 def build_trainer(args: argparse.Namespace) -> TrainRun:
     """Parsed ``train`` arguments -> a :class:`TrainRun` (model loaded, method built, nothing trained yet)."""
+    parts = build_parts(args)
+    return make_trainer(args, parts, make_run_accelerator(args, parts.profile.extend.batch_size))
+
+
+def make_trainer(args: argparse.Namespace, parts: TrainParts, accelerator) -> TrainRun:
+    """The :class:`TrainRun` of ``parts`` on ``accelerator`` (None: one plain process); creates the output folder."""
     from repro.train import Trainer
 
-    parts = build_parts(args)
-    accelerator = make_run_accelerator(args, parts.profile.extend.batch_size)
     if accelerator is None or accelerator.is_main_process:
         output_dir(parts.out)
     trainer = Trainer(parts.model, parts.method, parts.cfg, parts.out, progress=not args.no_progress,
                       accelerator=accelerator)
     return TrainRun(trainer, parts.tokenizer, parts.out, parts.arm, parts.profile)
+
+
+@contextlib.contextmanager
+def run_lock(out: Path, accelerator=None) -> Iterator[None]:
+    """Hold the run's lock while it writes: :func:`repro.stages.locks.stage_lock` on ``out`` (``.<out>.lock``
+    beside it, the pipeline stages' mechanism), so a second ``train`` on the same ``--out`` waits for the first
+    (naming it) or, with ``REPRO_LOCK_WAIT=0``, is refused at once naming the holder.
+
+    In a launched run rank 0 alone takes the lock (several ranks of one run would lock each other out) and every
+    rank learns its outcome from one broadcast, so all ranks go on together or all refuse (exit 2, printed once);
+    meanwhile the other ranks wait in that broadcast, which the process group's timeout bounds."""
+    from repro.stages.locks import StageLocked, lock_settings, stage_lock
+
+    try:
+        lock_settings()  # every rank reads the same environment: a bad REPRO_LOCK_* is refused alike
+    except ValueError as e:
+        raise RankAgreedError(str(e)) from e
+    with contextlib.ExitStack() as held:
+        refused = None
+        if accelerator is None or accelerator.is_main_process:
+            try:
+                held.enter_context(stage_lock(out, what="run"))
+            except StageLocked as e:
+                refused = f"--out {str(out)!r} is in use: {e}; allowed: another --out, or wait for it"
+        if accelerator is not None and accelerator.num_processes > 1:
+            refused = _from_rank0(refused, accelerator)
+        if refused is not None:
+            raise RankAgreedError(refused)
+        yield
+
+
+def _from_rank0(value, accelerator):
+    """Rank 0's ``value`` on every rank of ``accelerator``'s process group."""
+    import torch.distributed as dist
+
+    box = [value]
+    dist.broadcast_object_list(box, src=0, device=accelerator.device)
+    return box[0]
+
+
+def interrupted_note(out: Path) -> str:
+    """The line a ``train`` stopped by Ctrl-C prints: the checkpoint kept (if any) and that re-running the same
+    command resumes from it."""
+    from repro.train.checkpoints import latest_checkpoint
+
+    ckpt = latest_checkpoint(out) if out.is_dir() else None
+    if ckpt is None:
+        return (f"interrupted (Ctrl-C) before any checkpoint of {out} was kept (--checkpoint-every N keeps one every "
+                "N steps); nothing half-written is kept: re-running the same command starts the run again")
+    step = int(ckpt.name.split("-")[1])
+    return (f"interrupted (Ctrl-C); kept checkpoint {ckpt} (step {step}) and the metrics up to it: re-running the "
+            "same command resumes from it")
 
 
 TOKENIZER_LAST = "tokenizer_config.json"
@@ -332,19 +420,49 @@ def save_tokenizer(tok, final: Path) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Train, save the tokenizer with the weights, print where they are. Re-running the command of a killed run
-    resumes it: from its last checkpoint, or, when it was killed after writing ``final/`` but before the
-    tokenizer, by saving the tokenizer alone."""
+    """Train, save the tokenizer with the weights, print where they are, all under the run's lock (:func:`run_lock`).
+    Re-running the command of a killed or interrupted run resumes it: from its last checkpoint, or, when it was
+    killed after writing ``final/`` but before the tokenizer, by saving the tokenizer alone. Ctrl-C ends it with a
+    :class:`CommandInterrupted` naming the checkpoint kept."""
+    check_args(args)
+    out = run_folder(args)
+    try:
+        if tokenizer_missing(out):
+            return finish_tokenizer(args, out)
+        parts = build_parts(args)  # reads only: refuses a finished run before the model is trained again
+        accelerator = make_run_accelerator(args, parts.profile.extend.batch_size)
+        with run_lock(out, accelerator):
+            refuse_finished(out)  # the holder we waited for may have finished it
+            return train_run(args, make_trainer(args, parts, accelerator))
+    except KeyboardInterrupt as e:
+        if isinstance(e, CommandInterrupted):
+            raise
+        raise CommandInterrupted(interrupted_note(out)) from e
+
+
+def tokenizer_missing(out: Path) -> bool:
+    """``out/final/`` holds the weights but not the tokenizer: a run stopped between the two."""
+    final = out / "final"
+    return (final / "config.json").exists() and not (final / TOKENIZER_LAST).exists()
+
+
+def finish_tokenizer(args: argparse.Namespace, out: Path) -> int:
+    """Save the missing tokenizer of a run stopped after its final weights (rank 0 of a launched run alone, under
+    the run's lock; the check is repeated there in case another process finished it meanwhile)."""
+    if launched_rank() != 0:
+        return 0
+    with run_lock(out):
+        if tokenizer_missing(out):
+            save_tokenizer(load_tokenizer_from(args.tokenizer or args.model,
+                                               "--tokenizer" if args.tokenizer else "--model"), out / "final")
+    print(f"finished {out / 'final'} (its tokenizer was missing: the run had been stopped after its final weights)")
+    return 0
+
+
+def train_run(args: argparse.Namespace, run: TrainRun) -> int:
+    """Write ``run.json``, train, save the tokenizer into ``final/`` and say where it is (rank 0 writes)."""
     from repro.io import atomic_write_json
 
-    final = Path(args.out or f"runs/train-{args.method}-{args.target}") / "final"
-    if (final / "config.json").exists() and not (final / TOKENIZER_LAST).exists():
-        check_args(args)
-        save_tokenizer(load_tokenizer_from(args.tokenizer or args.model,
-                                           "--tokenizer" if args.tokenizer else "--model"), final)
-        print(f"finished {final} (its tokenizer was missing: the run had been stopped after its final weights)")
-        return 0
-    run = build_trainer(args)
     main_rank = run.trainer.main
     if main_rank:
         atomic_write_json(run.out / "run.json", {"args": vars(args), "arm": run.arm, "profile": run.profile.name,

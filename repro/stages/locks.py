@@ -1,11 +1,11 @@
 """Stage locks, file stamps and the stage cache's settings from the environment.
 
 Locks. :mod:`repro.stages.cache` computes every stage under :func:`stage_lock` (and the notebook runner,
-:func:`repro.pipeline.reproduce`, runs every notebook under one): a ``.<name>.lock`` file beside the stage
-folder (or JSON record) locked with ``fcntl.flock`` (the OS releases it when its holder dies, so a lock
-left by a killed run is taken over at once) and holding the holder's pid, host, command and start
-time. A second process on the same stage waits (``REPRO_LOCK_TIMEOUT`` seconds, default 6 hours,
-reporting the holder every few minutes) or, with ``REPRO_LOCK_WAIT=0``, refuses at once with
+:func:`repro.pipeline.reproduce`, runs every notebook under one; ``python -m repro train`` its ``--out``
+folder): a ``.<name>.lock`` file beside the stage folder (or JSON record) locked with ``fcntl.flock`` (the OS
+releases it when its holder dies, so a lock left by a killed run is taken over at once) and holding the holder's
+pid, host, command and start time. A second process on the same stage waits (``REPRO_LOCK_TIMEOUT`` seconds,
+default 6 hours, reporting the holder every few minutes) or, with ``REPRO_LOCK_WAIT=0``, refuses at once with
 :class:`StageLocked` naming the holder. :func:`file_stamp` tells a process that waited for a lock whether
 another one wrote the file meanwhile.
 
@@ -144,8 +144,9 @@ def _claim(fd: int) -> dict | None:
 
 
 @contextlib.contextmanager
-def stage_lock(path: str | Path, log: Callable[[str], Any] | None = None) -> Iterator[_Held]:
-    """Hold the lock of the stage at ``path`` (see the module docstring); re-entrant within a process.
+def stage_lock(path: str | Path, log: Callable[[str], Any] | None = None, what: str = "stage") -> Iterator[_Held]:
+    """Hold the lock of the stage at ``path`` (see the module docstring); re-entrant within a process. ``what`` names
+    the thing locked in the messages (``python -m repro train`` holds its ``--out`` folder's lock as a ``run``).
 
     Waits for another holder (``REPRO_LOCK_WAIT``, ``REPRO_LOCK_TIMEOUT``), reporting it through ``log``
     (default: standard error); raises :class:`StageLocked` naming the holder when it may not wait longer.
@@ -170,19 +171,19 @@ def stage_lock(path: str | Path, log: Callable[[str], Any] | None = None) -> Ite
                 waited = time.monotonic() - t0
                 holder = _holder_text(_read_holder(lock))
                 if not wait:
-                    raise StageLocked(f"stage {path} is being computed by {holder} (lock {lock}); "
+                    raise StageLocked(f"{what} {path} is being computed by {holder} (lock {lock}); "
                                       "REPRO_LOCK_WAIT=0 refuses to wait (unset it, or set 1, to wait)")
                 if waited >= timeout:
-                    raise StageLocked(f"stage {path} is still being computed by {holder} after {waited:.0f} s "
+                    raise StageLocked(f"{what} {path} is still being computed by {holder} after {waited:.0f} s "
                                       f"(REPRO_LOCK_TIMEOUT={timeout:.0f}); lock {lock}")
                 if waited >= next_report:
-                    say(f"waiting for stage {path}: computed by {holder}; waited {waited:.0f} s of "
+                    say(f"waiting for {what} {path}: computed by {holder}; waited {waited:.0f} s of "
                         f"{timeout:.0f} (REPRO_LOCK_TIMEOUT)")
                     next_report += REPORT_EVERY
                 time.sleep(min(0.2 + waited / 50, 2.0))
             held = _HELD[key] = _Held(*got)
             if held.stale:
-                say(f"stage {path}: took over the lock left by {_holder_text(held.stale)}, which was killed")
+                say(f"{what} {path}: took over the lock left by {_holder_text(held.stale)}, which was killed")
         try:
             yield held
         finally:
