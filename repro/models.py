@@ -99,7 +99,9 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
                                 "written by save_pretrained (e.g. runs/<profile>/<stage>/final)")
     if p.exists():
         _refuse_pickled_weights(p)
-    cfg = _read_config(p if p.exists() else path, trust_remote_code)
+    if p.exists():
+        check_config_json(p)
+    cfg = AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code)
     check_architecture(cfg)
     if rope is not None:
         cfg.rope_parameters = rope
@@ -130,29 +132,31 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
     return model if target is None else model.to(target)
 
 
-def _read_config(path: str | Path, trust_remote_code: bool):
-    """``AutoConfig`` of ``path``; in a local folder a ``config.json`` that is not a JSON object, or one with a
-    field of the wrong type (``"hidden_size": "64"``), is a one-line ValueError naming the file and the field."""
+def check_config_json(folder: str | Path) -> None:
+    """A one-line ValueError naming ``folder/config.json`` when it is not a JSON object or a field has the wrong
+    type (``"hidden_size": "64"``; transformers' own error spans lines). Other problems (code shipped with the
+    model, an unknown ``model_type``) are left to :func:`load_model`, which knows ``trust_remote_code``. The
+    commands call this before any work (:func:`repro.cli.common.model_dir`)."""
+    import json
+
     from huggingface_hub.errors import StrictDataclassError
 
-    local = Path(path) / "config.json" if isinstance(path, Path) else None
-    if local is not None:
-        import json
-
-        try:
-            raw = json.loads(local.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise ValueError(f"{str(local)!r} is not readable JSON ({type(e).__name__}: {e}); allowed: a JSON "
-                             "object as save_pretrained writes it") from e
-        if not isinstance(raw, dict):
-            raise ValueError(f"{str(local)!r} holds a JSON {type(raw).__name__}, not an object; allowed: a JSON "
-                             "object of config fields as save_pretrained writes it")
+    local = Path(folder) / "config.json"
     try:
-        return AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code)
+        raw = json.loads(local.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{str(local)!r} is not readable JSON ({type(e).__name__}: {e}); allowed: a JSON object "
+                         "as save_pretrained writes it") from e
+    if not isinstance(raw, dict):
+        raise ValueError(f"{str(local)!r} holds a JSON {type(raw).__name__}, not an object; allowed: a JSON object "
+                         "of config fields as save_pretrained writes it")
+    try:
+        AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
     except StrictDataclassError as e:
-        where = repr(str(local)) if local is not None else f"the config of {str(path)!r}"
-        raise ValueError(f"{where}: {' '.join(str(e).split())}; allowed: each field of the type its config "
+        raise ValueError(f"{str(local)!r}: {' '.join(str(e).split())}; allowed: each field of the type its config "
                          "class declares (e.g. an integer hidden_size, not a string)") from e
+    except (ValueError, OSError, KeyError):
+        return
 
 
 PICKLED_WEIGHTS: tuple[str, ...] = ("*.bin", "*.pt", "*.pth")

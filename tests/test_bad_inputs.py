@@ -404,7 +404,7 @@ CASES: list[Case] = [
     Case("E23", CLI_TRAIN, "`--target 0`", lambda ws, out: train(ws, out, target="0"), UsageExit,
          r"argument --target: 0; allowed: an integer >= 1", out=True),
     Case("E24", CLI_TRAIN, "`--target 9999999`", lambda ws, out: train(ws, out, target="9999999"), UsageExit,
-         r"--target 9999999 is longer than allowed; allowed: 2 <= --target <= 1048576", out=True),
+         r"--target 9999999 is longer than allowed; allowed: 16 <= --target <= 1048576", out=True),
     Case("E25", CLI_TRAIN, "`--steps -3`", lambda ws, out: train(ws, out, steps="-3"), UsageExit,
          r"argument --steps: -3; allowed: an integer >= 1", out=True),
     Case("E26", CLI_TRAIN, "`--steps ten`", lambda ws, out: train(ws, out, steps="ten"), UsageExit,

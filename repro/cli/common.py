@@ -82,13 +82,20 @@ def choice(value: str, allowed: Sequence[str], what: str) -> str:
 
 
 def model_dir(path: str | Path, flag: str = "--model") -> Path:
-    """A local model folder written by ``save_pretrained`` (it holds ``config.json``)."""
+    """A local model folder written by ``save_pretrained``: it holds a ``config.json`` whose fields have their
+    types (:func:`repro.models.check_config_json`); checked before any work."""
     p = Path(path)
     if not p.is_dir():
         raise CLIError(f"{flag} {str(path)!r} does not exist; allowed: a local model folder with config.json")
     if not (p / "config.json").exists():
         raise CLIError(f"{flag} {str(path)!r} has no config.json; allowed: a folder written by save_pretrained "
                        "(e.g. runs/<profile>/extend-flt-<key>/final)")
+    from repro.models import check_config_json
+
+    try:
+        check_config_json(p)
+    except ValueError as e:
+        raise CLIError(f"{flag} {e}") from e
     return p
 
 
