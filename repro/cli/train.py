@@ -317,7 +317,8 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
         raise CLIError(f"--out {str(out)!r} already holds a finished run (final/); allowed: a new folder")
     check_out(out)
     tok = load_tokenizer_from(args.tokenizer or args.model, "--tokenizer" if args.tokenizer else "--model",
-                              pad_written=f"into {out / 'final'} (tokenizer files and config.json's pad_token_id)")
+                              pad_written=f"into {out / 'final'} (its tokenizer files, and config.json's pad_token_id "
+                                          "where the model has none)")
     p = run_profile(args)
     check_step_tokens(p.extend.batch_size, args.target)
     docs = cli_data.documents(args.data, tok, p.extend.target_window, args.data_bytes)
