@@ -39,6 +39,14 @@ def _family(family: str) -> tuple[type, type]:
     return _CLASSES[family]
 
 
+def check_sizes(vocab_size: object, max_positions: object) -> None:
+    """ValueError unless ``vocab_size`` and ``max_positions`` are integers >= 1: a model with no token or no
+    position cannot run a forward, and transformers accepts both silently."""
+    for name, value in (("vocab_size", vocab_size), ("max_positions", max_positions)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r}; allowed: an integer >= 1")
+
+
 def tiny_family_config(family: str, vocab_size: int, max_positions: int, hidden_size: int = 64,
                        intermediate_size: int = 128, num_layers: int = 2, num_heads: int = 4, num_kv_heads: int = 2,
                        rope_theta: float = 10000.0, **overrides: Any) -> PretrainedConfig:
@@ -48,9 +56,10 @@ def tiny_family_config(family: str, vocab_size: int, max_positions: int, hidden_
     kind with base ``rope_theta``, attention is full causal (Mistral's ``sliding_window`` is None, so no family
     masks differently from Llama), ``use_cache`` is False and attention is ``sdpa``. ``overrides`` set any other
     field of the family's config (``bos_token_id``, ``tie_word_embeddings``, ``attn_implementation``, ...);
-    a field the config does not have is a ValueError.
+    a field the config does not have is a ValueError, and so is a ``vocab_size`` or ``max_positions`` below 1.
     """
     config_cls, _ = _family(family)
+    check_sizes(vocab_size, max_positions)
     if hidden_size % num_heads or num_heads % num_kv_heads:
         raise ValueError(f"hidden_size={hidden_size}, num_heads={num_heads}, num_kv_heads={num_kv_heads}; allowed: "
                          "num_heads divides hidden_size and num_kv_heads divides num_heads")

@@ -27,12 +27,15 @@ from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaFor
 
 from repro.attention.doc_masked import boundary_kwargs, check_attn_implementation
 from repro.data.packing import is_packed_restart
-from repro.families import check_architecture
+from repro.families import check_architecture, check_sizes
 from repro.profiles import ModelConfig
 
 
 def tiny_config(cfg: ModelConfig, vocab_size: int, max_positions: int, bos_id: int, eos_id: int,
                 pad_id: int) -> LlamaConfig:
+    """The ``LlamaConfig`` of ``cfg`` with the tokenizer's vocabulary and special ids; ``vocab_size`` and
+    ``max_positions`` must be integers >= 1 (:func:`check_sizes`)."""
+    check_sizes(vocab_size, max_positions)
     return LlamaConfig(
         vocab_size=vocab_size, hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
         num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads,
@@ -96,6 +99,8 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
                                 "written by save_pretrained (e.g. runs/<profile>/<stage>/final)")
     if p.exists():
         _refuse_pickled_weights(p)
+    if p.exists():
+        check_config_json(p)
     cfg = AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code)
     check_architecture(cfg)
     if rope is not None:
@@ -125,6 +130,33 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
         raise ValueError(_weights_error(p, e)) from e
     check_architecture(model.config, type(model))
     return model if target is None else model.to(target)
+
+
+def check_config_json(folder: str | Path) -> None:
+    """A one-line ValueError naming ``folder/config.json`` when it is not a JSON object or a field has the wrong
+    type (``"hidden_size": "64"``; transformers' own error spans lines). Other problems (code shipped with the
+    model, an unknown ``model_type``) are left to :func:`load_model`, which knows ``trust_remote_code``. The
+    commands call this before any work (:func:`repro.cli.common.model_dir`)."""
+    import json
+
+    from huggingface_hub.errors import StrictDataclassError
+
+    local = Path(folder) / "config.json"
+    try:
+        raw = json.loads(local.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{str(local)!r} is not readable JSON ({type(e).__name__}: {e}); allowed: a JSON object "
+                         "as save_pretrained writes it") from e
+    if not isinstance(raw, dict):
+        raise ValueError(f"{str(local)!r} holds a JSON {type(raw).__name__}, not an object; allowed: a JSON object "
+                         "of config fields as save_pretrained writes it")
+    try:
+        AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    except StrictDataclassError as e:
+        raise ValueError(f"{str(local)!r}: {' '.join(str(e).split())}; allowed: each field of the type its config "
+                         "class declares (e.g. an integer hidden_size, not a string)") from e
+    except (ValueError, OSError, KeyError):
+        return
 
 
 PICKLED_WEIGHTS: tuple[str, ...] = ("*.bin", "*.pt", "*.pth")

@@ -375,6 +375,49 @@ def _m(name: str) -> object:
     return importlib.import_module(f"repro.{name}")
 
 
+def read_only(ws: Workspace, out: Path) -> None:
+    """``out`` as a folder nobody may write to (mode 0o555)."""
+    out.mkdir(parents=True, exist_ok=True)
+    out.chmod(0o555)
+
+
+def train_into_read_only(ws: Workspace, out: Path) -> None:
+    """``train --out <out>/run`` with ``out`` read-only. Root may write anywhere, so under root the permission
+    check (``os.access``) is told what it tells any other user."""
+    import os
+    from unittest import mock
+
+    real = os.access
+
+    def access(path, mode, *a, **kw):
+        if os.geteuid() == 0 and Path(path) == out.absolute() and mode & os.W_OK:
+            return False
+        return real(path, mode, *a, **kw)
+
+    with mock.patch("os.access", access):
+        train(ws, out / "run")
+
+
+def bad_config(ws: Workspace, name: str, text: str) -> Path:
+    """A copy of the workspace model whose config.json holds ``text``."""
+    dst = model_copy(ws, name)
+    (dst / "config.json").write_text(text)
+    return dst
+
+
+def string_hidden_size(ws: Workspace) -> Path:
+    """A copy of the workspace model whose config.json says ``"hidden_size": "32"`` (a string)."""
+    cfg = json.loads((ws.model / "config.json").read_text())
+    return bad_config(ws, "string-hidden", json.dumps({**cfg, "hidden_size": str(cfg["hidden_size"])}))
+
+
+def tiny_cfg():
+    """The workspace model's :class:`repro.profiles.ModelConfig`."""
+    from repro.profiles import ModelConfig
+
+    return ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=2)
+
+
 # -- the catalogue --------------------------------------------------------------------------
 PROFILE, TRAINCFG, LORA, CLI_TRAIN, CLI_EVAL, CLI_OTHER = "profile", "TrainConfig", "LoRA", "CLI train", \
     "CLI evaluate", "CLI reproduce/analyze"
@@ -433,7 +476,7 @@ CASES: list[Case] = [
     Case("E23", CLI_TRAIN, "`--target 0`", lambda ws, out: train(ws, out, target="0"), UsageExit,
          r"argument --target: 0; allowed: an integer >= 1", out=True),
     Case("E24", CLI_TRAIN, "`--target 9999999`", lambda ws, out: train(ws, out, target="9999999"), UsageExit,
-         r"--target 9999999 is longer than allowed; allowed: 2 <= --target <= 1048576", out=True),
+         r"--target 9999999 is longer than allowed; allowed: 16 <= --target <= 1048576", out=True),
     Case("E25", CLI_TRAIN, "`--steps -3`", lambda ws, out: train(ws, out, steps="-3"), UsageExit,
          r"argument --steps: -3; allowed: an integer >= 1", out=True),
     Case("E26", CLI_TRAIN, "`--steps ten`", lambda ws, out: train(ws, out, steps="ten"), UsageExit,
@@ -664,6 +707,49 @@ CASES: list[Case] = [
     Case("E103", CLI_TRAIN, "`REPRO_LOCK_WAIT=2` for `train`",
          lambda ws, out: launched_env(WORLD_SIZE="1", REPRO_LOCK_WAIT="2")(ws, out), UsageExit,
          r"REPRO_LOCK_WAIT='2'; allowed: 1 \(wait for the holder\) or 0 \(refuse at once\)", out=True),
+    # hostile inputs, round two: train sizes and files
+    Case("E110", JSONL, "`train --method longrecipe --anchors` a file holding `[]`",
+         lambda ws, out: train(ws, out, "--anchors", write(ws.root / "anchors-empty.json", "[]"), method="longrecipe"),
+         UsageExit, r"--anchors '.*anchors-empty.json' holds an empty list of anchors; allowed: at least one token id",
+         out=True),
+    Case("E111", CLI_TRAIN, "`--batch-size 100000 --target 256` (25.6M tokens per step)",
+         lambda ws, out: train(ws, out, batch_size="100000", target="256"), UsageExit,
+         r"--batch-size 100000 x --target 256 = 25,600,000 tokens per step, more than allowed; allowed: "
+         r"--batch-size x --target <= 16,777,216 \(here --batch-size <= 65536\).*REPRO_MAX_TOKENS_PER_STEP", out=True),
+    Case("E112", CLI_TRAIN, "`--steps 1000000000000`", lambda ws, out: train(ws, out, steps=str(10**12)), UsageExit,
+         r"--steps 1000000000000 is more than allowed; allowed: 1 <= --steps <= 10,000,000 \(set REPRO_MAX_STEPS",
+         out=True),
+    Case("E113", CLI_TRAIN, "`--seed -5`", lambda ws, out: train(ws, out, seed="-5"), UsageExit,
+         r"--seed -5; allowed: 0 <= --seed < 2\*\*32", out=True),
+    Case("E114", CLI_TRAIN, "`--out` inside a read-only folder", train_into_read_only, UsageExit,
+         r"--out '.*E114/run' cannot be created: '.*E114' is not writable; allowed: a folder you can write to",
+         setup=read_only, out=True),
+    Case("E115", LORA, "`train --lora 100000` on a model of hidden size 32",
+         lambda ws, out: train(ws, out, "--lora", "100000"), UsageExit,
+         r"--lora 100000 is larger than the model's smallest adapted width 32 \(.*proj; hidden size 32\); "
+         r"allowed: 1 <= --lora <= 32", out=True),
+    Case("E116", CKPT, "`train --model` whose config.json says `\"hidden_size\": \"32\"` (a string)",
+         lambda ws, out: train(ws, out, model=string_hidden_size(ws)), UsageExit,
+         r"string-hidden/config.json': Validation error for field 'hidden_size'.*expected int, got str.*; allowed: "
+         r"each field of the type its config class declares", out=True),
+    Case("E117", CKPT, "`train --model` whose config.json is a JSON list",
+         lambda ws, out: train(ws, out, model=bad_config(ws, "list-config", "[1, 2]")), UsageExit,
+         r"list-config/config.json' holds a JSON list, not an object; allowed: a JSON object", out=True),
+    Case("E118", CKPT, "`evaluate --model` whose config.json says `\"hidden_size\": \"32\"` (a string)",
+         lambda ws, out: evaluate(ws, out, model=string_hidden_size(ws)), UsageExit,
+         r"string-hidden/config.json': Validation error for field 'hidden_size'.*; allowed: ", out=True),
+    Case("E119", DATA, "`--data folder:` a file, not a folder",
+         lambda ws, out: train(ws, out, data=f"folder:{ws.texts / 'doc0.txt'}"), UsageExit,
+         r"'.*doc0.txt' is a file, not a folder; allowed: folder:<folder>", out=True),
+    Case("E120", CKPT, "`build_family('llama', vocab_size=0, ...)`",
+         lambda ws, out: _m("families").build_family("llama", vocab_size=0, max_positions=64), ValueError,
+         r"vocab_size=0; allowed: an integer >= 1"),
+    Case("E121", CKPT, "`build_family('llama', max_positions=-1, ...)`",
+         lambda ws, out: _m("families").build_family("llama", vocab_size=64, max_positions=-1), ValueError,
+         r"max_positions=-1; allowed: an integer >= 1"),
+    Case("E122", CKPT, "`build_tiny(cfg, vocab_size=0, ...)` / `tiny_config`",
+         lambda ws, out: _m("models").build_tiny(tiny_cfg(), 0, 64, 0, 1, 2), ValueError,
+         r"vocab_size=0; allowed: an integer >= 1"),
 ]
 
 
@@ -720,7 +806,9 @@ BY_ID: dict[str, Case] = {c.id: c for c in CASES}
 def test_catalogue_ids_are_unique_and_numbered():
     ids = [c.id for c in CASES]
     assert len(ids) >= 40 and len(set(ids)) == len(ids)
-    assert ids == [f"E{i:02d}" for i in range(1, len(ids) + 1)]
+    numbers = [int(i[1:]) for i in ids]
+    assert all(re.fullmatch(r"E\d{2,3}", i) for i in ids) and numbers == sorted(numbers)
+    assert numbers[:96] == list(range(1, 97))  # E01..E96, then ranges added in later rounds
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from contextlib import contextmanager
 from typing import Callable, Sequence
 
 EXIT_USAGE = 2
@@ -41,6 +42,31 @@ def speaks(error: BaseException) -> bool:
     """Whether this process prints ``error``: always, except a rank other than 0 of a launched run for an error
     every rank raises alike (:class:`RankAgreedError`, Ctrl-C)."""
     return launched_rank() == 0 or not isinstance(error, (RankAgreedError, KeyboardInterrupt))
+
+
+def warn(message: str) -> None:
+    """A legal but surprising input: one ``warning: ...`` line on stderr saying what will happen; the command
+    goes on. In a launched run only rank 0 prints it (every rank meets the same input)."""
+    import sys
+
+    if launched_rank() == 0:
+        print(f"warning: {' '.join(message.split())}", file=sys.stderr)
+
+
+@contextmanager
+def warnings_as_lines(*categories: type[Warning]):
+    """Python warnings of ``categories`` raised inside (e.g. a skipped file of a data folder) printed as one
+    ``warning: ...`` line each (:func:`warn`); every other warning goes on as it would have."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        if issubclass(w.category, categories):
+            warn(str(w.message))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def positive_int(text: str) -> int:
@@ -85,13 +111,20 @@ def choice(value: str, allowed: Sequence[str], what: str) -> str:
 
 
 def model_dir(path: str | Path, flag: str = "--model") -> Path:
-    """A local model folder written by ``save_pretrained`` (it holds ``config.json``)."""
+    """A local model folder written by ``save_pretrained``: it holds a ``config.json`` whose fields have their
+    types (:func:`repro.models.check_config_json`); checked before any work."""
     p = Path(path)
     if not p.is_dir():
         raise CLIError(f"{flag} {str(path)!r} does not exist; allowed: a local model folder with config.json")
     if not (p / "config.json").exists():
         raise CLIError(f"{flag} {str(path)!r} has no config.json; allowed: a folder written by save_pretrained "
                        "(e.g. runs/<profile>/extend-flt-<key>/final)")
+    from repro.models import check_config_json
+
+    try:
+        check_config_json(p)
+    except ValueError as e:
+        raise CLIError(f"{flag} {e}") from e
     return p
 
 
@@ -110,10 +143,12 @@ def load_cli_model(path: str | Path, trust_remote_code: bool = False, flag: str 
         raise CLIError(" ".join(str(e).split())) from e
 
 
-def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer"):
+def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer", pad_written: str | None = None):
     """The tokenizer of a folder (``AutoTokenizer``, local files only) or of one ``tokenizer.json`` file. The
     pipeline's checkpoints hold their tokenizer in the checkpoint folder (``final/``) and the corpus stage keeps it
-    in ``runs/<profile>/corpus-<key>/tokenizer/``. A tokenizer without a pad token pads with its EOS token."""
+    in ``runs/<profile>/corpus-<key>/tokenizer/``. A tokenizer without a pad token pads with its EOS token, with a
+    warning (:func:`warn`); ``pad_written`` says where the command records that choice (e.g. the saved
+    tokenizer and config of ``train``)."""
     p = Path(path)
     try:
         if p.is_file():
@@ -132,6 +167,8 @@ def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer"):
         raise CLIError(f"cannot load a tokenizer from {str(path)!r} ({type(e).__name__}: {e})") from e
     if tok.pad_token is None and tok.eos_token is not None:
         tok.pad_token = tok.eos_token
+        warn(f"tokenizer at {str(path)!r} has no pad token: its EOS token {tok.eos_token!r} (id {tok.eos_token_id}) "
+             f"pads rows{f' and is written as the pad token {pad_written}' if pad_written else ''}")
     if tok.bos_token_id is None or tok.pad_token_id is None:
         raise CLIError(f"tokenizer at {str(path)!r} has no BOS or pad/EOS token; allowed: a tokenizer with both")
     return tok
@@ -152,12 +189,35 @@ def _from_file(path: Path):
     return PreTrainedTokenizerFast(tokenizer_object=raw)
 
 
-def output_dir(path: str | Path) -> Path:
-    """The output folder (created); a path that is an existing file is an error."""
+def check_out(path: str | Path, flag: str = "--out") -> Path:
+    """``path`` as an output folder a command can create, checked before any work: not a file, and its nearest
+    existing folder writable by this process (``os.access``; else a :class:`CLIError` naming both). Nothing is
+    created."""
+    import os
+
     p = Path(path)
     if p.exists() and not p.is_dir():
-        raise CLIError(f"--out {str(path)!r} is a file; allowed: a folder (created when missing)")
-    p.mkdir(parents=True, exist_ok=True)
+        raise CLIError(f"{flag} {str(path)!r} is a file; allowed: a folder (created when missing)")
+    base = p.absolute()
+    while not base.exists():
+        base = base.parent
+    if not base.is_dir():
+        raise CLIError(f"{flag} {str(path)!r} cannot be created: {str(base)!r} is a file; allowed: a folder path")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise CLIError(f"{flag} {str(path)!r} cannot be created: {str(base)!r} is not writable; allowed: a folder "
+                       "you can write to (or a new one under such a folder)")
+    return p
+
+
+def output_dir(path: str | Path, flag: str = "--out") -> Path:
+    """The output folder (created; :func:`check_out` first); a folder that still cannot be made is a
+    :class:`CLIError` naming it."""
+    p = check_out(path, flag)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CLIError(f"{flag} {str(path)!r} cannot be created ({type(e).__name__}: {e.strerror}); allowed: a "
+                       "folder you can write to") from e
     return p
 
 

@@ -25,6 +25,9 @@ def parse_data_spec(spec: str) -> str:
     if colon and arg and kind in ("folder", "hf_disk"):
         if not Path(arg).exists():
             raise CLIError(f"--data {spec!r}: {arg!r} does not exist; allowed: an existing folder")
+        if not Path(arg).is_dir():
+            raise CLIError(f"--data {spec!r}: {arg!r} is a file, not a folder; allowed: {kind}:<folder> "
+                           f"({'the folder holding it' if kind == 'folder' else 'a dataset saved with save_to_disk'})")
         return spec
     raise CLIError(f"--data {spec!r} does not parse; allowed: {', '.join(DATA_KINDS)}")
 
@@ -44,13 +47,17 @@ def builtin_corpus(tokenizer, max_bytes: int | None):
 
 def documents(spec: str, tokenizer, threshold: int, max_bytes: int | None = 2_000_000) -> list[np.ndarray]:
     """The tokenized documents (BOS first) of ``spec``; ``threshold`` is the long-document length (``corpus:short``
-    cuts below it), ``max_bytes`` caps each built-in source."""
+    cuts below it), ``max_bytes`` caps each built-in source. A file the source skips (a ``.txt`` of binary data)
+    gets one ``warning:`` line naming it."""
+    from repro.cli.common import warnings_as_lines
+    from repro.data.corpus import SkippedFileWarning
     from repro.data.long_sources import source_documents
 
     spec = parse_data_spec(spec)
     corpus = builtin_corpus(tokenizer, max_bytes) if spec.startswith("corpus:") else None
     try:
-        docs = source_documents(spec, corpus, tokenizer, threshold)
+        with warnings_as_lines(SkippedFileWarning):
+            docs = source_documents(spec, corpus, tokenizer, threshold)
     except (FileNotFoundError, ValueError, ImportError) as e:
         raise CLIError(f"--data {spec!r}: {e}") from e
     docs = [d for d in docs if len(d) > 1]

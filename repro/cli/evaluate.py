@@ -19,8 +19,8 @@ import json
 import math
 from pathlib import Path
 
-from repro.cli.common import (CLIError, add_device_args, csv_of, device_args, load_cli_model, load_tokenizer_from,
-                              model_dir, output_dir, positive_int)
+from repro.cli.common import (CLIError, add_device_args, check_out, csv_of, device_args, load_cli_model,
+                              load_tokenizer_from, model_dir, output_dir, positive_int)
 
 EXCERPT = 200
 """Characters kept from each end of a prompt in ``input``."""
@@ -142,12 +142,13 @@ def main(args: argparse.Namespace) -> int:
         raise CLIError(f"--depths {args.depths}; allowed: values in [0, 1]")
     path = model_dir(args.model)
     tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
-    out = output_dir(args.out)
-    for stale in ("summary.json", "summary.md"):  # a summary marks a finished evaluation: none until this one is
-        (out / stale).unlink(missing_ok=True)
+    check_out(args.out)  # created once the model has loaded: a model that does not load leaves no folder
     device, dtype = device_args(args)
     model = load_cli_model(path, args.trust_remote_code, max_positions=max(args.lengths) + 256, device=device,
                            dtype=dtype).eval()
+    out = output_dir(args.out)
+    for stale in ("summary.json", "summary.md"):  # a summary marks a finished evaluation: none until this one is
+        (out / stale).unlink(missing_ok=True)
     rows, skipped = predictions(model, tok, args.tasks, args.lengths, args.depths, args.samples, args.seed,
                                 args.batch_size, not args.no_progress)
     cells = summarize(rows)

@@ -19,13 +19,42 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from repro.cli.common import (CLIError, CommandInterrupted, RankAgreedError, add_device_args, choice, device_args,
-                              launched_rank, load_cli_model, load_tokenizer_from, model_dir, output_dir,
-                              positive_float, positive_int)
+from repro.cli.common import (CLIError, CommandInterrupted, RankAgreedError, add_device_args, check_out, choice,
+                              device_args, launched_rank, load_cli_model, load_tokenizer_from, model_dir,
+                              output_dir, positive_float, positive_int, warn)
 from repro.cli.data import DATA_KINDS
 
+MIN_TARGET = 16
+"""Shortest ``--target`` accepted (the methods' rows need room for a sentence, its jumps and the loss)."""
 MAX_TARGET = 1 << 20
 """Longest ``--target`` accepted (1M tokens)."""
+MAX_STEPS = 10_000_000
+"""Most ``--steps`` accepted unless ``REPRO_MAX_STEPS`` says otherwise (10M: far beyond any recipe here; the
+paper profile trains 104 steps)."""
+MAX_TOKENS_PER_STEP = 1 << 24
+"""Most tokens per optimizer step (rows x ``--target``) accepted unless ``REPRO_MAX_TOKENS_PER_STEP`` says
+otherwise: 16,777,216, about twice the paper profile's 96 x 81,920 = 7.9M. Every token of a step goes through the
+forward and backward (in micro batches), so a step of more tokens than this runs for many minutes on the testbed
+models before its first line of output: the bound is a time and memory estimate checked before any work."""
+SEED_LIMIT = 1 << 32
+"""``--seed`` must be below this (numpy's seeds are 32-bit)."""
+
+
+def env_limit(name: str, default: int) -> int:
+    """``default``, or the integer >= 1 in environment variable ``name`` (a :class:`CLIError` naming a bad one):
+    the explicit way past a sanity bound."""
+    import os
+
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise CLIError(f"{name}={text!r}; allowed: an integer >= 1 (unset: {default:,})")
+    return value
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -104,9 +133,11 @@ def check_args(args: argparse.Namespace) -> None:
     choice(args.method, tuple(cli_methods()), "method")
     choice(args.profile, tuple(PROFILES), "profile")
     if args.target > MAX_TARGET:
-        raise CLIError(f"--target {args.target} is longer than allowed; allowed: 2 <= --target <= {MAX_TARGET}")
-    if args.target < 16:
-        raise CLIError(f"--target {args.target} is too short; allowed: 16 <= --target <= {MAX_TARGET}")
+        raise CLIError(f"--target {args.target} is longer than allowed; allowed: {MIN_TARGET} <= --target <= "
+                       f"{MAX_TARGET}")
+    if args.target < MIN_TARGET:
+        raise CLIError(f"--target {args.target} is too short; allowed: {MIN_TARGET} <= --target <= {MAX_TARGET}")
+    check_counts(args)
     if args.checkpoint_every < 0:
         raise CLIError(f"--checkpoint-every {args.checkpoint_every}; allowed: 0 (final only) or >= 1")
     if args.lr is not None and args.lr > 1:
@@ -151,6 +182,30 @@ def check_batch_split(args: argparse.Namespace) -> None:
                           f"multiple of {dp}, e.g. --batch-size {dp * max(1, round(batch / dp))}")
 
 
+def check_counts(args: argparse.Namespace) -> None:
+    """``--seed`` in numpy's range, ``--steps`` and ``--batch-size`` x ``--target`` within their sanity bounds
+    (:data:`MAX_STEPS`, :data:`MAX_TOKENS_PER_STEP`; each raised by its environment variable)."""
+    if args.seed is not None and not 0 <= args.seed < SEED_LIMIT:
+        raise CLIError(f"--seed {args.seed}; allowed: 0 <= --seed < 2**32 ({SEED_LIMIT})")
+    max_steps = env_limit("REPRO_MAX_STEPS", MAX_STEPS)
+    if args.steps is not None and args.steps > max_steps:
+        raise CLIError(f"--steps {args.steps} is more than allowed; allowed: 1 <= --steps <= {max_steps:,} "
+                       "(set REPRO_MAX_STEPS to go further)")
+    if args.batch_size is not None:
+        check_step_tokens(args.batch_size, args.target)
+
+
+def check_step_tokens(batch: int, target: int) -> None:
+    """A :class:`CLIError` when ``batch`` rows of ``target`` tokens exceed :data:`MAX_TOKENS_PER_STEP` (or
+    ``REPRO_MAX_TOKENS_PER_STEP``), naming the product, the limit and the largest batch at this target."""
+    limit = env_limit("REPRO_MAX_TOKENS_PER_STEP", MAX_TOKENS_PER_STEP)
+    if batch * target > limit:
+        raise CLIError(f"--batch-size {batch} x --target {target} = {batch * target:,} tokens per step, more than "
+                       f"allowed; allowed: --batch-size x --target <= {limit:,} (here --batch-size <= "
+                       f"{max(limit // target, 1)}): lower --batch-size or --target, or set REPRO_MAX_TOKENS_PER_STEP "
+                       "when the machine can take it")
+
+
 def launch_hint(sp: int) -> str:
     """How to start ``DP x sp`` processes of ``train`` (CPU and GPU: torchrun; GPUs: accelerate launch too)."""
     return (f"torchrun --nproc_per_node {sp} -m repro train ... --sequence-parallel {sp} (or DP x {sp} processes; "
@@ -175,6 +230,9 @@ def read_anchors(path: str | None, method: str, vocab: int, needed: bool = False
         raise CLIError(f"--anchors {path!r} is not JSON ({e}); allowed: a JSON list of token ids or "
                        "{'anchors': [...]}") from e
     ids = raw.get("anchors") if isinstance(raw, dict) else raw
+    if isinstance(ids, list) and not ids:
+        raise CLIError(f"--anchors {path!r} holds an empty list of anchors; allowed: at least one token id in "
+                       f"0..{vocab - 1} (python -m repro analyze tokens writes them)")
     if not isinstance(ids, list) or not all(isinstance(i, int) and 0 <= i < vocab for i in ids):
         raise CLIError(f"--anchors {path!r}: expected a list of token ids in 0..{vocab - 1} (or {{'anchors': [...]}})")
     return np.asarray(ids, dtype=np.int64)
@@ -277,8 +335,12 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
     arm = recipes.cli_methods()[args.method]
     out = run_folder(args)
     refuse_finished(out)
-    tok = load_tokenizer_from(args.tokenizer or args.model, "--tokenizer" if args.tokenizer else "--model")
+    check_out(out)
+    tok = load_tokenizer_from(args.tokenizer or args.model, "--tokenizer" if args.tokenizer else "--model",
+                              pad_written=f"into {out / 'final'} (its tokenizer files, and config.json's pad_token_id "
+                                          "where the model has none)")
     p = run_profile(args)
+    check_step_tokens(p.extend.batch_size, args.target)
     docs = cli_data.documents(args.data, tok, p.extend.target_window, args.data_bytes)
     if recipes.recipe_of(arm).data == "streams":
         streams, rows = cli_data.prolong_streams(p, docs, args.data, p.extend.seed), None
@@ -295,8 +357,11 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
     if model.config.vocab_size < len(tok):
         raise CLIError(f"--tokenizer has {len(tok)} tokens but the model's vocabulary is {model.config.vocab_size}; "
                        "allowed: the model's own tokenizer")
-    recipes.prepare_model(p, method, model)
     spec = lora_spec(args)
+    if spec is not None:
+        check_lora_rank(model, spec)
+    fit_config(model, tok, args.target, out)
+    recipes.prepare_model(p, method, model)
     if spec is not None:
         if zero_stage(args.deepspeed) == 3:
             raise CLIError(f"--lora with --deepspeed {args.deepspeed!r} (ZeRO stage 3); allowed: LoRA single-process, "
@@ -327,6 +392,40 @@ def refuse_finished(out: Path) -> None:
     it. Re-checked under the run's lock, where a process that waited finds the run its holder finished."""
     if (out / "final" / "config.json").exists():
         raise RankAgreedError(f"--out {str(out)!r} already holds a finished run (final/); allowed: a new folder")
+
+
+def check_lora_rank(model, spec) -> None:
+    """A :class:`CLIError` when the LoRA rank exceeds the smallest width (``min(in, out)``) of the linear modules
+    it adapts: past that width an adapter is no longer low-rank, only larger on disk."""
+    import torch
+
+    widths = {n: min(m.in_features, m.out_features) for n, m in model.named_modules()
+              if isinstance(m, torch.nn.Linear) and n.rsplit(".", 1)[-1] in spec.target_modules}
+    if not widths:  # no such module: apply_lora names the targets
+        return
+    name = min(widths, key=widths.get)
+    if spec.r > widths[name]:
+        raise CLIError(f"--lora {spec.r} is larger than the model's smallest adapted width {widths[name]} ({name}; "
+                       f"hidden size {getattr(model.config, 'hidden_size', '?')}); allowed: 1 <= --lora <= "
+                       f"{widths[name]}")
+
+
+def fit_config(model, tok, target: int, out: Path) -> None:
+    """Make the saved config agree with the run, each change with one ``warning:`` line: a
+    ``max_position_embeddings`` below ``target`` is raised to it (positions up to ``target - 1`` are trained;
+    a scaled RoPE without ``original_max_position_embeddings`` keeps the old value there, so its scaling does not
+    change), and a config without ``pad_token_id`` gets the tokenizer's (the EOS token when it had no pad)."""
+    cfg = model.config
+    old = getattr(cfg, "max_position_embeddings", None)
+    if isinstance(old, int) and old < target:
+        warn(f"--model's max_position_embeddings is {old}, below --target {target}: positions up to {target - 1} "
+             f"are trained and {out / 'final' / 'config.json'} will say max_position_embeddings={target}")
+        rope = getattr(cfg, "rope_parameters", None)
+        if isinstance(rope, dict) and rope.get("rope_type", "default") != "default":
+            rope.setdefault("original_max_position_embeddings", old)
+        cfg.max_position_embeddings = target
+    if getattr(cfg, "pad_token_id", 0) is None and tok.pad_token_id is not None:
+        cfg.pad_token_id = tok.pad_token_id
 
 
 def build_trainer(args: argparse.Namespace) -> TrainRun:

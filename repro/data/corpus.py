@@ -25,6 +25,7 @@ import hashlib
 import json
 import sys
 import sysconfig
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -198,8 +199,14 @@ def iter_synthetic(n_docs: int, seed: int = 0) -> Iterator[Document]:
         yield Document(text, "synthetic", f"needle-{i}")
 
 
+class SkippedFileWarning(UserWarning):
+    """A file of a ``folder:`` source that is not read as a document (:func:`iter_folder`)."""
+
+
 def iter_folder(path: str | Path) -> Iterator[Document]:
-    """``.txt`` files (one document each) and ``.jsonl`` files (field ``text``) under ``path``."""
+    """``.txt`` files (one document each) and ``.jsonl`` files (field ``text``) under ``path``. A ``.txt`` file
+    holding a NUL byte is binary data, not text (UTF-8 text never holds one): it is skipped with a
+    :class:`SkippedFileWarning` naming it, and the other files are read."""
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"corpus source folder {str(path)!r} does not exist; "
@@ -211,7 +218,13 @@ def iter_folder(path: str | Path) -> Iterator[Document]:
     for f in files:
         try:
             if f.suffix == ".txt":
-                yield Document(f.read_text(encoding="utf-8"), "folder", f.relative_to(path).as_posix())
+                text = f.read_text(encoding="utf-8")
+                if "\x00" in text:
+                    warnings.warn(SkippedFileWarning(
+                        f"{str(f)!r} holds NUL bytes ({text.count(chr(0))} of {len(text)} characters): binary data, "
+                        "not text; skipped (the other files of the folder are read)"), stacklevel=2)
+                    continue
+                yield Document(text, "folder", f.relative_to(path).as_posix())
                 continue
             with open(f, encoding="utf-8") as fh:
                 for i, line in enumerate(fh):
