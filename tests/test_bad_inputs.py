@@ -526,7 +526,7 @@ CASES: list[Case] = [
     Case("E73", JSONL, "RULER JSONL row whose `outputs` is a number",
          lambda ws, out: _m("tasks.ruler_jsonl").read_jsonl(
              write(ws.root / "r3.jsonl", '{"input": "x", "outputs": 7, "task": "t"}\n')),
-         ValueError, r"r3.jsonl:1: 'outputs'=7; allowed: a string or a list of strings"),
+         ValueError, r"r3.jsonl:1: 'outputs'=7; allowed: a string or a non-empty list of strings"),
     # lengths
     Case("E74", LENGTH, "a task prompt of 10 tokens (`niah_single_1`)",
          lambda ws, out: _m("evaluate").make_task("niah_single_1").generate(ws.tok, 10, 0.5, 0), ValueError,

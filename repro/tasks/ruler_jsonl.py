@@ -191,6 +191,11 @@ def read_jsonl(path: str | Path, task: str | None = None) -> list[Example]:
     the file is named after (:func:`task_of_file`); a ValueError names the file, the row and the bad field."""
     path = Path(path)
     rows = _rows(path)
+    for i, record in rows:  # every field first: a row's own fault is named before the file's name is asked
+        try:
+            _check_fields(record)
+        except ValueError as e:
+            raise ValueError(f"{path}:{i}: {e}") from e
     if task is None and any("task" not in r for _, r in rows):
         task = task_of_file(path)
         if task is None:
