@@ -178,5 +178,21 @@ def append_jsonl(path: str | os.PathLike, record: dict) -> None:
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """The JSON objects of a log this project appended (``metrics.jsonl``, ``documents.jsonl``), one per non-blank
+    line. An empty file is a log with no entry yet: ``[]``. A folder, or a line that is not a JSON object, is a
+    ValueError naming the file and the line."""
+    if Path(path).is_dir():
+        raise ValueError(f"{str(path)!r} is a folder; allowed: a JSONL file (one JSON object per line)")
+    rows = []
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as e:
+                raise ValueError(f"{path}:{i}: not JSON ({e}); allowed: one JSON object per line") from e
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{i}: a JSON {type(row).__name__}; allowed: one JSON object per line")
+            rows.append(row)
+    return rows

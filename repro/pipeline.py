@@ -80,6 +80,19 @@ def _order(specs: Sequence[NotebookSpec], only: str | None, paper: str = ALL) ->
     return chosen
 
 
+def check_output_folder(label: str, folder: str | Path | None) -> None:
+    """A ValueError when the output folder ``folder`` (created when missing) is an existing file or lies under
+    one: refused before any stage runs, not an OSError halfway through. ``label`` names it in the message."""
+    if folder is None:
+        return
+    for p in (Path(folder), *Path(folder).parents):
+        if p.exists():
+            if not p.is_dir():
+                where = "is a file" if p == Path(folder) else f"lies under the file {str(p)!r}"
+                raise ValueError(f"{label} {str(folder)!r} {where}; allowed: a folder (created when missing)")
+            return
+
+
 def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bool = False,
               run_dir: str | Path = "runs", figures_dir: str | Path | None = None,
               notebooks_dir: str | Path | None = None, log=print, paper: str = ALL, device: str = "",
@@ -96,6 +109,8 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
 
     check_paper(paper)
     p = get_profile(profile, device, dtype)
+    check_output_folder("run_dir", run_dir)
+    check_output_folder("figures_dir", figures_dir)
     run_dir = Path(run_dir).resolve()
     figures_dir = Path(figures_dir).resolve() if figures_dir else default_figures_dir(profile)
     nb_dir = Path(notebooks_dir) if notebooks_dir else REPO / "notebooks"

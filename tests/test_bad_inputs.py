@@ -418,6 +418,26 @@ def tiny_cfg():
     return ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=2)
 
 
+RULER_ROW = {"index": 0, "input": "The pass key is 7. What is the pass key?", "outputs": ["7"], "length": 12,
+             "length_w_model_temp": 12, "answer_prefix": " Answer: The pass key is", "task": "niah_single_1"}
+"""A valid row (with our ``task`` field) that the RULER cases spoil one field of."""
+
+
+def ruler_rows(ws: Workspace, name: str, **change: object) -> object:
+    """``read_jsonl`` of a file ``name`` holding :data:`RULER_ROW` with ``change`` (a ``None`` ``task`` removes
+    the field; any other ``None`` is written as JSON null)."""
+    row = {**RULER_ROW, **change}
+    if change.get("task", "") is None:
+        del row["task"]
+    return _m("tasks.ruler_jsonl").read_jsonl(write(ws.root / name, json.dumps(row) + "\n"))
+
+
+def in_folder(folder: Path, *argv: object) -> None:
+    """:func:`cli` run with ``folder`` as the working directory (files a command puts under the current directory
+    land in ``folder``)."""
+    with contextlib.chdir(folder):
+        cli(*argv)
+
 # -- the catalogue --------------------------------------------------------------------------
 PROFILE, TRAINCFG, LORA, CLI_TRAIN, CLI_EVAL, CLI_OTHER = "profile", "TrainConfig", "LoRA", "CLI train", \
     "CLI evaluate", "CLI reproduce/analyze"
@@ -620,7 +640,7 @@ CASES: list[Case] = [
     Case("E73", JSONL, "RULER JSONL row whose `outputs` is a number",
          lambda ws, out: _m("tasks.ruler_jsonl").read_jsonl(
              write(ws.root / "r3.jsonl", '{"input": "x", "outputs": 7, "task": "t"}\n')),
-         ValueError, r"r3.jsonl:1: 'outputs'=7; allowed: a string or a list of strings"),
+         ValueError, r"r3.jsonl:1: 'outputs'=7; allowed: a string or a non-empty list of strings"),
     # lengths
     Case("E74", LENGTH, "a task prompt of 10 tokens (`niah_single_1`)",
          lambda ws, out: _m("evaluate").make_task("niah_single_1").generate(ws.tok, 10, 0.5, 0), ValueError,
@@ -750,6 +770,51 @@ CASES: list[Case] = [
     Case("E122", CKPT, "`build_tiny(cfg, vocab_size=0, ...)` / `tiny_config`",
          lambda ws, out: _m("models").build_tiny(tiny_cfg(), 0, 64, 0, 1, 2), ValueError,
          r"vocab_size=0; allowed: an integer >= 1"),
+    # round two: evaluate, RULER interop, other commands
+    Case("E130", CLI_EVAL, "`--lengths 64`: shorter than any task can fill (zero predictions)",
+         lambda ws, out: evaluate(ws, out, lengths="64"), UsageExit,
+         r"--lengths 64: every length is too short for the tasks \(niah_single_1 >= \d+\); allowed: a length >= "
+         r"\d+ tokens", out=True),
+    Case("E131", JSONL, "RULER JSONL row whose `outputs` is `[]` (no reference)",
+         lambda ws, out: ruler_rows(ws, "r131.jsonl", outputs=[]), ValueError,
+         r"r131.jsonl:1: 'outputs'=\[\]; allowed: a string or a non-empty list of strings"),
+    Case("E132", JSONL, "RULER JSONL row whose `length` is `\"ten\"`",
+         lambda ws, out: ruler_rows(ws, "r132.jsonl", length="ten"), ValueError,
+         r"r132.jsonl:1: 'length'='ten'; allowed: an integer >= 0"),
+    Case("E133", JSONL, "RULER JSONL row whose `input` is a number",
+         lambda ws, out: ruler_rows(ws, "r133.jsonl", input=5), ValueError,
+         r"r133.jsonl:1: 'input'=5; allowed: a string"),
+    Case("E134", JSONL, "RULER JSONL row whose `answer_prefix` is null",
+         lambda ws, out: ruler_rows(ws, "r134.jsonl", answer_prefix=None), ValueError,
+         r"r134.jsonl:1: 'answer_prefix'=None; allowed: a string"),
+    Case("E135", JSONL, "RULER JSONL file of 0 bytes",
+         lambda ws, out: _m("tasks.ruler_jsonl").read_jsonl(write(ws.root / "r135.jsonl", "")), ValueError,
+         r"r135.jsonl' holds no rows; allowed: a JSONL file with at least one JSON object"),
+    Case("E136", JSONL, "RULER JSONL path that is a folder",
+         lambda ws, out: _m("tasks.ruler_jsonl").read_jsonl(ws.path("r136.jsonl")), ValueError,
+         r"r136.jsonl' is a folder; allowed: a JSONL file"),
+    Case("E137", JSONL, "a row RULER wrote (no `task`) in a file not named after a task, without `task=`",
+         lambda ws, out: ruler_rows(ws, "r137.jsonl", task=None), ValueError,
+         r"r137.jsonl:1: row has no 'task' field and the file is not named after a task; allowed: pass task= "
+         r"\(one of: .*niah_single_1.*\) or name the file <task>.jsonl"),
+    Case("E138", JSONL, "a project log (`repro.io.read_jsonl`) that is a folder",
+         lambda ws, out: _m("io").read_jsonl(ws.path("metrics.jsonl")), ValueError,
+         r"metrics.jsonl' is a folder; allowed: a JSONL file"),
+    Case("E139", CLI_OTHER, "`reproduce --run-dir` an existing file",
+         lambda ws, out: cli("reproduce", "--profile", "smoke", "--run-dir", out / "file", "--figures-dir",
+                             out / "figures"),
+         UsageExit, r"--run-dir '.*E139/file' is a file; allowed: a folder \(created when missing\)",
+         setup=lambda ws, out: write(out / "file", "not a folder"), out=True),
+    Case("E140", CLI_OTHER, "`analyze ig --length 10` (run in `out`: no cache folder may appear there)",
+         lambda ws, out: in_folder(out, "analyze", "ig", "--model", ws.model, "--profile", "smoke", "--length", "10",
+                                   "--out", out / "ig", "--no-progress"),
+         UsageExit, r"--length 10 is too short for 4 multihop_\d prompts; allowed: --length >= \d+",
+         setup=lambda ws, out: out.mkdir(parents=True, exist_ok=True), out=True),
+    Case("E141", CLI_OTHER, "`analyze attention-distance --length 100000` (longer than every document)",
+         lambda ws, out: cli("analyze", "attention-distance", "--model", ws.model, "--data", f"folder:{ws.texts}",
+                             "--length", "100000", "--out", out, "--no-progress"),
+         UsageExit, r"--length 100000 is longer than allowed: the longest document of --data .* has (\d+) tokens; "
+         r"allowed: --length <= \d+ \(or longer documents\)", out=True),
 ]
 
 

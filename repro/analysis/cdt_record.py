@@ -23,6 +23,14 @@ def analysis_samples(p: Profile, tok) -> list:
                          key_pool=cd.analysis_pool, context_weight=p.extend.context_weight)
 
 
+def analysis_min_length(p: Profile, tok) -> int:
+    """The shortest base window at which :func:`analysis_samples` can build its prompts (checked before work)."""
+    from repro.analysis.typed_samples import typed_min_length
+
+    cd = p.cdt
+    return typed_min_length(tok, cd.analysis_samples, hops=int(cd.task.split("_")[1]), key_pool=cd.analysis_pool)
+
+
 def lsd(model, samples, p: Profile) -> list:
     """LongPPL's per-token short-vs-long log-probability gap (LSD) of each sample, the model as its own evaluator
     with a short context of a quarter of the base window (:func:`repro.analysis.longppl.lsd_scores`), aligned with

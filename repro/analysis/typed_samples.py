@@ -47,13 +47,31 @@ class TypedSample:
         return np.arange(self.prompt_tokens, len(self.input_ids))
 
 
+def typed_min_length(tokenizer, n: int, hops: int = 2, key_pool: str = "train",
+                     depths: Sequence[float] = (0.1, 0.4, 0.7), seed0: int = 0) -> int:
+    """The shortest ``length`` :func:`typed_samples` accepts for these arguments (at least 16): each prompt's own
+    minimum (the task asked for 1 token) plus the answer budget, over the ``n`` seeds and depths it would use."""
+    from repro.tasks.base import LengthTooShort
+
+    task, need = MultiHop(f"multihop_{hops}", hops, key_pool=key_pool), 16
+    for i in range(n):
+        try:
+            task.generate(tokenizer, 1, float(depths[i % len(depths)]), seed0 + i)
+        except LengthTooShort as err:
+            need = max(need, err.minimum + task.max_new_tokens)
+    return need
+
+
 def typed_samples(tokenizer, length: int, n: int, hops: int = 2, key_pool: str = "train",
                   depths: Sequence[float] = (0.1, 0.4, 0.7), context_weight: float = 0.05,
                   seed0: int = 0) -> list[TypedSample]:
     """``n`` samples of the ``hops``-hop task whose prompt has ``length - 8`` tokens (the task's answer budget, as
     training rows), seeds ``seed0 ..`` (evaluation seeds: disjoint from training seeds), depths cycled."""
-    if n < 1 or length < 16:
-        raise ValueError(f"n={n}, length={length}; allowed: n >= 1, length >= 16")
+    if n < 1:
+        raise ValueError(f"n={n}; allowed: n >= 1")
+    need = typed_min_length(tokenizer, n, hops, key_pool, depths, seed0)
+    if length < need:
+        raise ValueError(f"length={length} is too short for {n} multihop_{hops} prompts; allowed: length >= {need}")
     task = MultiHop(f"multihop_{hops}", hops, key_pool=key_pool)
     out = []
     for i in range(n):

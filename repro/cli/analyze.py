@@ -67,7 +67,7 @@ def _texts(args, tok) -> list[str]:
 
 def ig(args: argparse.Namespace, out: Path) -> dict:
     """CDT's scores of ``--model`` with ``--profile``'s CDT settings at ``--length``."""
-    from repro.analysis.cdt_record import cd_record
+    from repro.analysis.cdt_record import analysis_min_length, cd_record
     from repro.profiles import get_profile
     from repro.recipes import scaled_profile
 
@@ -83,6 +83,10 @@ def ig(args: argparse.Namespace, out: Path) -> dict:
                            run={"device": device, "dtype": dtype})
     except ValueError as e:
         raise CLIError(str(e)) from e
+    need = analysis_min_length(p, load_tokenizer_from(path, "--model"))
+    if args.length < need:
+        raise CLIError(f"--length {args.length} is too short for {args.samples} {p.cdt.task} prompts; "
+                       f"allowed: --length >= {need}")
     output_dir(out)
     rec = cd_record(path, p, progress=not args.no_progress)
     return {"analysis": "ig", "length": args.length, "samples": len(rec["scores"]),

@@ -104,6 +104,10 @@ def prolong_streams(p, docs: Sequence[np.ndarray], spec: str, seed: int) -> list
 def texts(docs: Sequence[np.ndarray], tokenizer, length: int, n: int, spec: str) -> list[str]:
     """The first ``n`` documents of at least ``length`` tokens, decoded to text (for the analyses)."""
     long = [d for d in docs if len(d) > length]
+    if not long:
+        longest = max(len(d) for d in docs)
+        raise CLIError(f"--length {length} is longer than allowed: the longest document of --data {spec!r} has "
+                       f"{longest} tokens; allowed: --length <= {longest - 1} (or longer documents)")
     if len(long) < n:
         raise CLIError(f"--data {spec!r} has {len(long)} documents longer than --length {length}; allowed: "
                        f"--samples <= {len(long)} or a shorter --length")

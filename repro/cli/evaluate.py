@@ -3,13 +3,15 @@
 Outputs in ``--out``:
 
 - ``predictions.jsonl``: one row per sample, RULER's prediction fields (as RULER's ``pred/call_api.py`` writes
-  them) then ours: ``index`` (row number), ``pred`` (the model's continuation), ``input`` (an excerpt of the
-  prompt: its first and last :data:`EXCERPT` characters around `` ... ``), ``outputs`` (the references),
+  them) then ours: ``index`` (row number), ``pred`` (the model's continuation), ``input`` (the whole prompt the
+  model continued, its answer prefix included, so a row can be re-scored or re-run), ``outputs`` (the references),
   ``others`` (``{}``), ``truncation`` (-1: the prompt is never cut), ``length`` (prompt tokens); then ``task``,
   ``target_length`` (the requested length), ``depth``, ``seed`` and ``score`` (RULER's string match of the task);
 - ``summary.json`` and ``summary.md``: accuracy per task x length (the mean of the rows' ``score``), with its
   standard error ``std / sqrt(n)`` over the samples (population std; for 0/1 scores
   :func:`repro.stats.bernoulli_sd` ``/ sqrt(n)``) and ``n``; cells a task cannot fit are listed under ``skipped``.
+
+``--lengths`` none of whose values any task can fill is refused before anything is loaded or written.
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ from pathlib import Path
 from repro.cli.common import (CLIError, add_device_args, check_out, csv_of, device_args, load_cli_model,
                               load_tokenizer_from, model_dir, output_dir, positive_int)
 
-EXCERPT = 200
-"""Characters kept from each end of a prompt in ``input``."""
 PRED_FIELDS: tuple[str, ...] = ("index", "pred", "input", "outputs", "others", "truncation", "length",
                                 "task", "target_length", "depth", "seed", "score")
 """The fields of a prediction row, in order."""
@@ -65,9 +65,31 @@ def check_tasks(specs: list[str]) -> None:
             raise CLIError(str(e) if str(e).startswith("task spec") else f"task spec {spec!r}: {e}") from e
 
 
-def excerpt(text: str, n: int = EXCERPT) -> str:
-    """``text`` if short, else its first and last ``n`` characters joined by `` ... ``."""
-    return text if len(text) <= 2 * n + 5 else f"{text[:n]} ... {text[-n:]}"
+def task_minimum(spec: str, tok, depths: list[float], samples: int, seed: int) -> int:
+    """The shortest length at which every one of the ``samples`` prompts of task ``spec`` fits (the prompts of
+    :func:`predictions`: depths taken in turn, seeds from ``seed``); found by asking each for 1 token."""
+    from repro.evaluate import make_task
+    from repro.tasks.base import LengthTooShort
+
+    task, need = make_task(spec), 1
+    for i in range(samples):
+        try:
+            task.generate(tok, 1, depths[i % len(depths)], seed + i)
+        except LengthTooShort as err:
+            need = max(need, err.minimum)
+    return need
+
+
+def check_lengths(specs: list[str], lengths: list[int], tok, depths: list[float], samples: int, seed: int) -> None:
+    """A :class:`CLIError` when no task can fill any of ``lengths`` (the run would write zero predictions), naming
+    the shortest length some task fills; cells only some tasks fit are run and the others listed as skipped."""
+    needs = {spec: task_minimum(spec, tok, depths, samples, seed) for spec in specs}
+    if any(n <= max(lengths) for n in needs.values()):
+        return
+    shortest = min(needs.values())
+    each = ", ".join(f"{spec} >= {n}" for spec, n in needs.items())
+    raise CLIError(f"--lengths {','.join(map(str, lengths))}: every length is too short for the tasks ({each}); "
+                   f"allowed: a length >= {shortest} tokens")
 
 
 def predictions(model, tok, tasks: list[str], lengths: list[int], depths: list[float], samples: int, seed: int,
@@ -95,7 +117,7 @@ def predictions(model, tok, tasks: list[str], lengths: list[int], depths: list[f
                 preds = generate(model, tok, [ex.prompt for ex in chunk], task.max_new_tokens)
                 for ex, pred in zip(chunk, preds):
                     refs = list(ex.references)
-                    rows.append({"index": len(rows), "pred": pred, "input": excerpt(ex.prompt), "outputs": refs,
+                    rows.append({"index": len(rows), "pred": pred, "input": ex.prompt, "outputs": refs,
                                  "others": {}, "truncation": -1,
                                  "length": int(ex.metadata.get("n_tokens") or len(tok(ex.prompt).input_ids)),
                                  "task": spec, "target_length": length, "depth": ex.metadata.get("depth"),
@@ -142,8 +164,9 @@ def main(args: argparse.Namespace) -> int:
         raise CLIError(f"--depths {args.depths}; allowed: values in [0, 1]")
     path = model_dir(args.model)
     tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
-    check_out(args.out)  # created once the model has loaded: a model that does not load leaves no folder
     device, dtype = device_args(args)
+    check_lengths(args.tasks, args.lengths, tok, args.depths, args.samples, args.seed)
+    check_out(args.out)  # created once the model has loaded: a model that does not load leaves no folder
     model = load_cli_model(path, args.trust_remote_code, max_positions=max(args.lengths) + 256, device=device,
                            dtype=dtype).eval()
     out = output_dir(args.out)

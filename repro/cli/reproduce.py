@@ -40,6 +40,13 @@ def main(args: argparse.Namespace) -> int:
     from repro.profiles import PROFILES
 
     choice(args.profile, tuple(PROFILES), "profile")
+    from repro.pipeline import check_output_folder
+
+    try:
+        for flag, folder in (("--run-dir", args.run_dir), ("--figures-dir", args.figures_dir)):
+            check_output_folder(flag, folder)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
     if args.device or args.dtype:
         from repro.cli.common import device_args
 

@@ -14,9 +14,16 @@ One example per line with the fields RULER's generators write
 
 Ours adds ``task`` and ``metadata`` (RULER's reader ignores them), so our
 examples read back identically. A row RULER wrote (no ``task``/``metadata``)
-reads back as an :class:`Example` whose prompt is ``input + answer_prefix``,
-with the task named by the caller; its fields other than ``input`` and
-``outputs`` are kept in ``metadata["ruler"]`` and written back unchanged.
+reads back as an :class:`Example` whose prompt is ``input + answer_prefix``;
+its fields other than ``input`` and ``outputs`` are kept in
+``metadata["ruler"]`` and written back unchanged. Its task is ``task=`` when
+given, else the one the file is named after: RULER writes
+``<task>/validation.jsonl`` and predictions ``<task>.jsonl``, so the file's
+stem, then its folder's name, is tried against the registered tasks.
+
+Every row is checked before it is used: a missing or mistyped field, an empty
+``outputs``, a folder or an empty file is a :class:`ValueError` naming the
+file, the row, the field and what is allowed.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from repro.tasks.base import Example, get_task
+from repro.tasks.base import Example, available_tasks, get_task
 from repro.tasks.layout import n_tokens
 
 RULER_FIELDS = ("index", "input", "outputs", "length", "length_w_model_temp", "answer_prefix")
@@ -106,15 +113,39 @@ def write_jsonl(path: str | Path, examples: Iterable[Example], tokenizer=None,
     return path
 
 
-def from_record(record: dict, task: str | None = None) -> Example:
-    """An :class:`Example` from one row, ours or RULER's (prompt: ``input + answer_prefix``)."""
+INT_FIELDS = ("index", "length", "length_w_model_temp")
+"""RULER's integer fields (checked when a row holds them)."""
+
+
+def _check_fields(record: dict) -> None:
+    """A ValueError naming the first field of ``record`` RULER's evaluator could not use, and what is allowed."""
     for field in ("input", "outputs"):
         if field not in record:
             raise ValueError(f"RULER record lacks {field!r}; has: {', '.join(sorted(record))}; "
                              "allowed: records with 'input' and 'outputs'")
+    for field in ("input", "answer_prefix", "task"):
+        if field in record and not isinstance(record[field], str):
+            raise ValueError(f"{field!r}={record[field]!r}; allowed: a string")
+    outputs = record["outputs"]
+    if not (isinstance(outputs, str) or isinstance(outputs, list) and outputs
+            and all(isinstance(o, str) for o in outputs)):
+        raise ValueError(f"'outputs'={outputs!r}; allowed: a string or a non-empty list of strings")
+    for field in INT_FIELDS:
+        value = record.get(field, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{field!r}={value!r}; allowed: an integer >= 0")
+    if not isinstance(record.get("metadata", {}), dict):
+        raise ValueError(f"'metadata'={record['metadata']!r}; allowed: a JSON object")
+
+
+def from_record(record: dict, task: str | None = None) -> Example:
+    """An :class:`Example` from one row, ours or RULER's (prompt: ``input + answer_prefix``); ``task`` names the
+    task of a row without a ``task`` field. A ValueError names a missing or mistyped field."""
+    _check_fields(record)
     name = record.get("task", task)
     if name is None:
-        raise ValueError("record has no 'task' field; pass task= to name it")
+        raise ValueError("record has no 'task' field; allowed: pass task= (one of: "
+                         f"{', '.join(available_tasks())})")
     prefix = record.get("answer_prefix", "")
     meta = record.get("metadata")
     if meta is None:
@@ -123,16 +154,27 @@ def from_record(record: dict, task: str | None = None) -> Example:
     else:
         meta = {k: _spans_back(k, v) for k, v in meta.items()}
     outputs = record["outputs"]
-    if not isinstance(outputs, str) and not (isinstance(outputs, list) and all(isinstance(o, str) for o in outputs)):
-        raise ValueError(f"'outputs'={outputs!r}; allowed: a string or a list of strings")
     return Example(name, record["input"] + prefix, tuple([outputs] if isinstance(outputs, str) else outputs), meta)
 
 
-def read_jsonl(path: str | Path, task: str | None = None) -> list[Example]:
-    """Read a RULER JSONL file (ours or RULER's own; ``task`` names the latter's task)."""
+def task_of_file(path: str | Path) -> str | None:
+    """The registered task ``path`` is named after, as RULER names its files: the stem (predictions,
+    ``niah_single_1.jsonl``), else the folder (data, ``niah_single_1/validation.jsonl``); None when neither is."""
+    path = Path(path)
+    names = available_tasks()
+    return next((n for n in (path.stem, path.parent.name) if n in names), None)
+
+
+def _rows(path: Path) -> list[tuple[int, dict]]:
+    """``(row number, JSON object)`` of each non-blank line; a ValueError for a folder, an empty file or a line
+    that is not a JSON object."""
+    if path.is_dir():
+        raise ValueError(f"{str(path)!r} is a folder; allowed: a JSONL file (one JSON object per line)")
     with open(path, encoding="utf-8") as f:
         lines = [(i, line) for i, line in enumerate(f, 1) if line.strip()]
-    out = []
+    if not lines:
+        raise ValueError(f"{str(path)!r} holds no rows; allowed: a JSONL file with at least one JSON object")
+    rows = []
     for i, line in lines:
         try:
             record = json.loads(line)
@@ -140,6 +182,29 @@ def read_jsonl(path: str | Path, task: str | None = None) -> list[Example]:
                 raise ValueError(f"got {type(record).__name__}")
         except ValueError as e:
             raise ValueError(f"{path}:{i}: not a JSON object ({e}); allowed: one JSON object per line") from e
+        rows.append((i, record))
+    return rows
+
+
+def read_jsonl(path: str | Path, task: str | None = None) -> list[Example]:
+    """Read a RULER JSONL file (ours or RULER's own). A row without a ``task`` field gets ``task``, else the task
+    the file is named after (:func:`task_of_file`); a ValueError names the file, the row and the bad field."""
+    path = Path(path)
+    rows = _rows(path)
+    for i, record in rows:  # every field first: a row's own fault is named before the file's name is asked
+        try:
+            _check_fields(record)
+        except ValueError as e:
+            raise ValueError(f"{path}:{i}: {e}") from e
+    if task is None and any("task" not in r for _, r in rows):
+        task = task_of_file(path)
+        if task is None:
+            i = next(i for i, r in rows if "task" not in r)
+            raise ValueError(f"{path}:{i}: row has no 'task' field and the file is not named after a task; "
+                             f"allowed: pass task= (one of: {', '.join(available_tasks())}) or name the file "
+                             "<task>.jsonl")
+    out = []
+    for i, record in rows:
         try:
             out.append(from_record(record, task))
         except ValueError as e:

@@ -5,6 +5,8 @@ import math
 
 from repro.__main__ import main
 from repro.cli.evaluate import PRED_FIELDS
+from repro.data.tokenizer import load_tokenizer
+from repro.evaluate import make_task
 from repro.io import read_jsonl
 
 
@@ -27,6 +29,9 @@ def test_evaluate_rows_and_summary_agree(tiny_model_dir, tmp_path):
         assert c["se"] >= 0
     table = (out / "summary.md").read_text()
     assert table.splitlines()[0] == "| task | 192 | 256 |" and "niah_multikey_1" in table
+    tok = load_tokenizer(tiny_model_dir)
+    for r in rows[::samples]:  # ``input`` is the whole prompt: the row's task, length, depth and seed draw it again
+        assert make_task(r["task"]).generate(tok, r["target_length"], r["depth"], r["seed"]).prompt == r["input"]
 
 
 def test_unknown_task_and_bad_length_name_the_value(tiny_model_dir, tmp_path, capsys):
@@ -38,6 +43,10 @@ def test_unknown_task_and_bad_length_name_the_value(tiny_model_dir, tmp_path, ca
     assert "unknown task 'needle_9'" in err and "niah_single_1" in err
     assert main(argv[:4] + ["niah_single_1", "--lengths", "256,-5", "--out", str(out)]) == 2
     assert "-5" in capsys.readouterr().err
+    assert main(argv[:4] + ["niah_single_1,vt", "--lengths", "64,32", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --lengths 64,32: every length is too short")
+    assert "niah_single_1 >= " in err[0] and "vt >= " in err[0] and "allowed: a length >= " in err[0]
     assert not out.exists()
 
 

@@ -95,5 +95,40 @@ def test_errors_name_the_problem(tmp_path, tokenizer):
     with pytest.raises(ValueError, match="lacks 'outputs'"):
         read_jsonl(p, task="vt")
     p.write_text(json.dumps(RULER_ROWS["vt"]) + "\n")
-    with pytest.raises(ValueError, match="no 'task' field; pass task="):
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: row has no 'task' field .*; allowed: pass task= \(one of: "):
         read_jsonl(p)
+
+
+@pytest.mark.parametrize("name", ["vt.jsonl", "vt/validation.jsonl"])
+def test_a_file_ruler_wrote_names_its_task(tmp_path, name):
+    """RULER names its files after the task (predictions ``<task>.jsonl``, data ``<task>/validation.jsonl``): a
+    row without ``task`` reads back as that task, and ``task=`` still wins."""
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(RULER_ROWS["vt"]) + "\n")
+    (ex,) = read_jsonl(path)
+    assert ex.task == "vt" and ex.prompt == RULER_ROWS["vt"]["input"] + RULER_ROWS["vt"]["answer_prefix"]
+    assert read_jsonl(path, task="niah_single_1")[0].task == "niah_single_1"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"outputs": []}, r"'outputs'=\[\]; allowed: a string or a non-empty list of strings"),
+    ({"length": "ten"}, r"'length'='ten'; allowed: an integer >= 0"),
+    ({"index": True}, r"'index'=True; allowed: an integer >= 0"),
+    ({"input": 5}, r"'input'=5; allowed: a string"),
+    ({"answer_prefix": None}, r"'answer_prefix'=None; allowed: a string"),
+    ({"metadata": [1]}, r"'metadata'=\[1\]; allowed: a JSON object"),
+])
+def test_mistyped_fields_are_refused_with_file_row_and_field(tmp_path, change, message):
+    path = tmp_path / "vt.jsonl"
+    path.write_text(json.dumps(RULER_ROWS["vt"]) + "\n\n" + json.dumps({**RULER_ROWS["vt"], **change}) + "\n")
+    with pytest.raises(ValueError, match="vt.jsonl:3: " + message):
+        read_jsonl(path)
+
+
+def test_an_empty_file_or_a_folder_is_refused(tmp_path):
+    (tmp_path / "vt.jsonl").write_text("\n")
+    with pytest.raises(ValueError, match="holds no rows; allowed: "):
+        read_jsonl(tmp_path / "vt.jsonl")
+    with pytest.raises(ValueError, match="is a folder; allowed: a JSONL file"):
+        read_jsonl(tmp_path)
