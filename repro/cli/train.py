@@ -159,9 +159,9 @@ def check_args(args: argparse.Namespace) -> None:
         if world % sp:
             raise CLIError(f"--sequence-parallel {sp} needs a multiple of {sp} processes, got {world}; allowed: "
                            f"{launch_hint(sp)}, or a divisor of {world}")
-    check_batch_split(args)
     parse_data_spec(args.data)
-    device_args(args)
+    device_args(args)  # before the profile is built with them (check_batch_split)
+    check_batch_split(args)
     model_dir(args.model)
 
 
