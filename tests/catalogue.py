@@ -25,7 +25,8 @@ Regenerate this file with `python -m tests.catalogue --write` (it runs every cas
 Each row is one bad input, the error it gets and a test
 (`tests/test_bad_inputs.py::test_bad_input_gets_a_clear_error[ID]`).
 Commands (`python -m repro ...`) end with exit status 2 and one `error: ...` line on stderr (shown as
-`exit 2: ...`) and leave their output folder absent or unchanged; library calls raise the exception shown.
+`exit 2: ...`) and leave their output folder absent or unchanged; library calls raise the exception shown. A legal
+but surprising input (`exit 0: warning: ...`) runs to its end with one `warning:` line saying what happens.
 `<tmp>` stands for the folder the test created its files in.
 
 | id | area | bad input | error the user gets |

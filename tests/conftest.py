@@ -34,18 +34,22 @@ def tiny_llama():
     return make
 
 # -- a tiny random Llama saved with its tokenizer, and a folder of long text documents (the CLI and recipe tests)
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory, small_tokenizer):
-    """A 1-layer random Llama (vocabulary of the session tokenizer) saved with that tokenizer."""
+def save_tiny_model(path, tok, layers: int = 1, heads: int = 2):
+    """A random Llama, hidden 32 (``layers`` layers, ``heads`` heads, 2 kv heads; the vocabulary of ``tok``), saved
+    with ``tok`` into ``path``; returns ``path``."""
     from repro.models import build_tiny
     from repro.profiles import ModelConfig
 
-    tok = small_tokenizer
-    path = tmp_path_factory.mktemp("cli") / "tiny"
-    cfg = ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=2)
+    cfg = ModelConfig(hidden_size=32, intermediate_size=64, num_layers=layers, num_heads=heads, num_kv_heads=2)
     build_tiny(cfg, len(tok), 2048, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id, seed=0).save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, small_tokenizer):
+    """A 1-layer random Llama (vocabulary of the session tokenizer) saved with that tokenizer."""
+    return save_tiny_model(tmp_path_factory.mktemp("cli") / "tiny", small_tokenizer)
 
 
 @pytest.fixture(scope="session")

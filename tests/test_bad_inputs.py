@@ -35,6 +35,11 @@ class UsageExit(Exception):
         self.code = code
 
 
+class UsageWarning(Exception):
+    """A command that ran to its end (exit status 0) on a legal but surprising input and said so in one
+    ``warning: ...`` line on stderr (the message); raised by :func:`warned` so the catalogue records it."""
+
+
 @dataclass(frozen=True)
 class Case:
     """One bad input: ``call(ws, out)`` performs it (``out``: this case's own output folder)."""
@@ -106,8 +111,41 @@ def cli(*argv: str) -> None:
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = main([str(a) for a in argv])
     lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+    LAST_STDERR[:] = lines
     if code:
         raise UsageExit(code, lines[-1] if lines else "")
+
+
+LAST_STDERR: list[str] = []
+"""The stderr lines of the last :func:`cli` call."""
+
+
+def warned(call: Callable) -> Callable:
+    """A case call that runs the command ``call(ws, out)`` and raises :class:`UsageWarning` with its one
+    ``warning:`` line (a command that printed none, or several, is reported as such)."""
+    def run(ws: Workspace, out: Path) -> None:
+        call(ws, out)
+        found = [ln for ln in LAST_STDERR if ln.startswith("warning: ")]
+        raise UsageWarning(found[0] if len(found) == 1 else f"{len(found)} warning lines: {found}")
+    return run
+
+
+def nul_texts(ws: Workspace) -> Path:
+    """The workspace's texts plus ``blob.txt``, 50,000 NUL bytes."""
+    data = ws.root / "texts-nul"
+    if not data.exists():
+        shutil.copytree(ws.texts, data)
+        (data / "blob.txt").write_bytes(b"\x00" * 50_000)
+    return data
+
+
+def tokenizer_without_pad(ws: Workspace) -> Path:
+    """A copy of the workspace model whose tokenizer and config have no pad token."""
+    model = model_copy(ws, "nopad", pad_token_id=None)
+    tok_cfg = json.loads((model / "tokenizer_config.json").read_text())
+    tok_cfg.pop("pad_token", None)
+    (model / "tokenizer_config.json").write_text(json.dumps(tok_cfg))
+    return model
 
 
 def train(ws: Workspace, out: Path, *extra: str, **change: str) -> None:
@@ -815,6 +853,18 @@ CASES: list[Case] = [
                              "--length", "100000", "--out", out, "--no-progress"),
          UsageExit, r"--length 100000 is longer than allowed: the longest document of --data .* has (\d+) tokens; "
          r"allowed: --length <= \d+ \(or longer documents\)", out=True),
+    # legal but surprising: the command runs to its end with one warning line
+    Case("E150", DATA, "`--data folder:` holding a .txt of 50,000 NUL bytes beside real texts",
+         warned(lambda ws, out: train(ws, out, data=f"folder:{nul_texts(ws)}")), UsageWarning,
+         r"warning: .*blob.txt.*NUL bytes \(50000 of 50000.*skipped"),
+    Case("E151", CKPT, "`train --target 256` on a model whose max_position_embeddings is 128",
+         warned(lambda ws, out: train(ws, out, model=model_copy(ws, "short-positions", max_position_embeddings=128),
+                                      target="256")), UsageWarning,
+         r"warning: --model's max_position_embeddings is 128, below --target 256: .* will say "
+         r"max_position_embeddings=256"),
+    Case("E152", TOKENIZER, "`train --model` whose tokenizer has no pad token",
+         warned(lambda ws, out: train(ws, out, model=tokenizer_without_pad(ws))), UsageWarning,
+         r"warning: .*has no pad token.*"),
 ]
 
 
@@ -862,6 +912,8 @@ def user_sees(case_id: str) -> str:
     err = outcome(case_id).error
     if isinstance(err, UsageExit):
         return f"exit {err.code}: {message(case_id)}"
+    if isinstance(err, UsageWarning):
+        return f"exit 0: {message(case_id)}"
     return f"{type(err).__name__}: {message(case_id)}"
 
 
@@ -887,6 +939,9 @@ def test_bad_input_gets_a_clear_error(case: Case):
     text = str(res.error)
     assert "\n" not in text, text
     assert re.search(case.expect_message_regex, text, re.S), f"{case.id}: {text}"
+    if isinstance(res.error, UsageWarning):  # says what will happen; the run goes on
+        assert text.startswith("warning: "), text
+        return
     assert re.search(ALLOWED, text, re.I), f"{case.id}: {text}"
     if case.out:
         assert res.unchanged, f"{case.id}: the output folder changed"

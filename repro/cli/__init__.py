@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from repro.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, CLIError, CommandInterrupted, speaks
+from repro.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, CLIError, CommandInterrupted, speaks
 
 COMMANDS: tuple[str, ...] = ("reproduce", "train", "evaluate", "analyze", "profiles", "bench", "base-search")
 """Every subcommand."""
@@ -57,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         if speaks(e):
             print(str(e) if isinstance(e, CommandInterrupted) else INTERRUPTED, file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader of stdout left (``... | head``): nothing more to say, as other tools do
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at interpreter exit
+        return EXIT_BROKEN_PIPE
 
 
 def _run(argv: list[str] | None) -> int:

@@ -14,6 +14,9 @@ EXIT_USAGE = 2
 
 EXIT_INTERRUPTED = 130
 """Exit status of a command stopped by Ctrl-C (SIGINT), as a shell reports it (128 + 2)."""
+EXIT_BROKEN_PIPE = 141
+"""Exit status when the reader of stdout went away (``python -m repro profiles | head``): 128 + SIGPIPE, as a
+shell reports a command killed by it."""
 
 
 class CLIError(ValueError):

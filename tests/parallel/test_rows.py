@@ -17,15 +17,9 @@ SETUPS = {"sp2": (2, 2, "contiguous"), "sp4": (4, 4, "zigzag"), "dp2xsp2": (4, 2
 @pytest.fixture(scope="module")
 def sp_model_dir(tmp_path_factory, small_tokenizer):
     """A 2-layer random Llama with 4 heads (2 kv heads), so 4 ranks can split its heads."""
-    from repro.models import build_tiny
-    from repro.profiles import ModelConfig
+    from tests.conftest import save_tiny_model
 
-    tok = small_tokenizer
-    path = tmp_path_factory.mktemp("sp") / "tiny4"
-    cfg = ModelConfig(hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4, num_kv_heads=2)
-    build_tiny(cfg, len(tok), 2048, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id, seed=0).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+    return save_tiny_model(tmp_path_factory.mktemp("sp") / "tiny4", small_tokenizer, layers=2, heads=4)
 
 
 @pytest.fixture(scope="module")
