@@ -105,7 +105,7 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
     """
     import papermill as pm
 
-    from repro.stages.locks import file_stamp, stage_lock
+    from repro.locks import file_stamp, stage_lock
 
     check_paper(paper)
     p = get_profile(profile, device, dtype)
@@ -158,7 +158,7 @@ def _cached(stamp: Path, executed: Path, key: str, log) -> bool:
     """Whether the executed notebook is a valid cache for ``key``: its stamp has the key and the executed copy
     has the size and sha256 the stamp recorded (else it runs again, saying which file changed). A stamp from
     before sizes and hashes were recorded is trusted and completed with them."""
-    from repro.stages.locks import verify_mode
+    from repro.locks import verify_mode
 
     try:
         rec = read_json(stamp)

@@ -377,7 +377,7 @@ def launched_env(**env: str) -> Callable:
     return call
 
 
-HOLDER = ("import sys\nfrom repro.stages.locks import stage_lock\nwith stage_lock(sys.argv[1], what='run'):\n"
+HOLDER = ("import sys\nfrom repro.locks import stage_lock\nwith stage_lock(sys.argv[1], what='run'):\n"
           "    print('held', flush=True)\n    sys.stdin.read()\n")
 """A process that holds the run lock of ``argv[1]`` until its standard input closes."""
 

@@ -1,5 +1,5 @@
 """The one caching helper of every stage: versioned keys, stage folders, reuse, atomic finish, integrity (the locks:
-:mod:`repro.stages.locks`).
+:mod:`repro.locks`).
 
 A stage writes under ``<run_dir>/<profile>/<stage>-<key>/`` (or one JSON file
 for evaluation records), where ``key`` hashes every config field that can
@@ -28,9 +28,9 @@ from a sound one anyway; ``force`` recomputes a doubted one. A legacy JSON recor
 (truncated) is recomputed. One exception: a stage whose lock was left by a killed holder (see below) and
 that has no manifest was interrupted mid-compute, so it is computed again (a training stage resumes).
 
-Concurrency. Every stage computes under :func:`repro.stages.locks.stage_lock` (a lock file beside the stage
+Concurrency. Every stage computes under :func:`repro.locks.stage_lock` (a lock file beside the stage
 folder or JSON record, taken over at once from a killed holder; a second process waits for the holder or
-refuses: see :mod:`repro.stages.locks`); once it holds the lock it checks again whether the stage finished
+refuses: see :mod:`repro.locks`); once it holds the lock it checks again whether the stage finished
 meanwhile, so no stage is computed twice (a ``force`` that was waiting reuses a result finished while it
 waited). In a multi-process launch (``WORLD_SIZE`` > 1) only rank 0 locks, deletes and writes manifests;
 the other ranks verify and compute along with it.
@@ -51,7 +51,7 @@ from typing import Any, Callable, Iterator, Mapping
 from repro.io import atomic_write_json, atomic_write_text, config_hash, file_sha256, read_json, to_jsonable
 from repro.manifest import ENVIRONMENT_KEY, with_environment
 from repro.profiles import Profile, get_profile
-from repro.stages.locks import file_stamp, stage_lock, verify_mode
+from repro.locks import file_stamp, stage_lock, verify_mode
 
 STAGE_VERSION: dict[str, int | None] = {"corpus": 1, "base": 1, "extend": 1, "eval": 1, "analysis": 1, "replay": 1,
                                         "merge": 1, "lmloss": 2, "general": None,

@@ -78,6 +78,11 @@ class MultiHop:
     """
 
     max_new_tokens = 8
+    prefix = PREFIX
+    """The instruction before the context."""
+    ties_by_depth = False
+    """Whether pieces that land on one haystack slot stand in the order of their depths (else in list order:
+    the supporting facts first)."""
 
     def __init__(self, name: str, hops: int, n_emoji: int = 3, key_pool: str = "eval", shared_noise: bool = True,
                  haystack_texts: Sequence[str] | None = None):
@@ -125,27 +130,38 @@ class MultiHop:
             return [float(depth)] + sorted(rng.sample(slots, self.hops - 1))
         return [float(depth)] + spread_after(rng, depth, self.hops - 1)
 
+    def _place(self, rng: random.Random, depth: float, interference: list[str]):
+        """``(supporting depths, interference depths, interference)``: the supporting facts from ``depth`` on, one
+        interference fact after the last of them and the rest anywhere."""
+        sup_d = self._support_depths(rng, depth)
+        return sup_d, [rng.uniform(sup_d[-1], 1.0)] + [rng.random() for _ in interference[1:]], interference
+
     def generate(self, tokenizer, length: int, depth: float, seed: int) -> Example:
         check_depth(depth, self.name)
         rng = random.Random(f"{self.name}:{seed}")
         facts, interference, q, answer, story = self._story(rng)
-        sup_d = self._support_depths(rng, depth)
-        int_d = [rng.uniform(sup_d[-1], 1.0)] + [rng.random() for _ in interference[1:]]
+        sup_d, int_d, interference = self._place(rng, depth, interference)
         emoji = [rng.choice(pool("emoji", self.key_pool)) for _ in range(self.n_emoji)]
         inserts = (list(zip(sup_d, facts)) + list(zip(int_d, interference))
                    + [(rng.random(), e) for e in emoji])
         question = QUESTION.format(q=q)
-        fixed = 1 + n_tokens(tokenizer, PREFIX) + n_tokens(tokenizer, question) + sum(
+        fixed = 1 + n_tokens(tokenizer, self.prefix) + n_tokens(tokenizer, question) + sum(
             piece_costs(tokenizer, [" " + t for _, t in inserts]))
         require(length, fixed, self.name)
         noise_rng = random.Random(f"{self.name}:noise:{length}") if self.shared_noise else rng
         hay = CorpusHaystack(self.words, noise_rng)
-        build = hay.builder(tokenizer, PREFIX, inserts, question)
+        # pieces on one haystack slot stand in list order, or (``ties_by_depth``) in the order of their depths
+        order = sorted(range(len(inserts)), key=lambda i: inserts[i][0]) if self.ties_by_depth \
+            else list(range(len(inserts)))
+        build = hay.builder(tokenizer, self.prefix, [inserts[i] for i in order], question)
         k = fit_count(tokenizer, length, lambda k: build(k)[0], hay.costs(tokenizer, length - fixed), fixed,
                       self.name)
-        prompt, spans = build(k)
+        prompt, placed = build(k)
+        spans = [None] * len(inserts)
+        for at, i in enumerate(order):
+            spans[i] = placed[at]
         n_s, n_i = len(facts), len(interference)
-        context = (len(PREFIX), len(prompt) - len(question))
+        context = (len(self.prefix), len(prompt) - len(question))
         type_spans = {"supporting": spans[:n_s], "interference": spans[n_s:n_s + n_i],
                       "low_frequency": spans[n_s + n_i:]}
         offsets = [tuple(o) for o in tokenizer(prompt, return_offsets_mapping=True)["offset_mapping"]]

@@ -23,10 +23,12 @@ def _start(argv, **env):
                             env={**os.environ, "OMP_NUM_THREADS": "1", **env})
 
 
-def _wait_for_metrics(out, proc, timeout=240.0) -> None:
-    """Until ``out/metrics.jsonl`` holds a line (the run is mid-way), or fail with the process's output."""
+def _wait_for_metrics(out, proc, timeout=240.0, checkpoint: bool = False) -> None:
+    """Until ``out/metrics.jsonl`` holds a line (the run is mid-way) and, with ``checkpoint``, a checkpoint folder
+    is complete, or fail with the process's output."""
     t0 = time.monotonic()
-    while not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text().strip()):
+    while not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text().strip()
+               and (not checkpoint or any(out.glob("ckpt-*")))):
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() - t0 < timeout, "no metrics line"
         time.sleep(0.05)
@@ -77,7 +79,7 @@ def test_ctrl_c_keeps_the_last_checkpoint_and_the_same_command_resumes(tiny_mode
     argv = _argv(tiny_model_dir, text_folder, out, steps, "--checkpoint-every", "1")
     proc = _start(argv)
     try:
-        _wait_for_metrics(out, proc)
+        _wait_for_metrics(out, proc, checkpoint=True)  # after the first checkpoint (renamed whole)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:

@@ -15,7 +15,7 @@ from repro.io import atomic_dir, atomic_write_json, read_json
 from repro.stages import cache
 from repro.stages.cache import (CHECKSUM_KEY, MANIFEST, CacheIntegrityError, CacheWarning, cached_json, compute_once,
                                 verify_stage)
-from repro.stages.locks import lock_path
+from repro.locks import lock_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -186,7 +186,7 @@ def load(name, path):
     module = sys.modules[name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-load("repro.stages.locks", {locks!r})
+load("repro.locks", {locks!r})
 cache = load("stage_cache", {module!r})
 from repro.io import atomic_dir
 stage, counter, sleep = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
@@ -203,7 +203,7 @@ print("RESULT", (stage / "out.txt").read_text())
 
 def _worker(tmp_path: Path, sleep: float, **env) -> subprocess.Popen:
     code = WORKER.format(repo=str(REPO), module=str(REPO / "repro" / "stages" / "cache.py"),
-                         locks=str(REPO / "repro" / "stages" / "locks.py"))
+                         locks=str(REPO / "repro" / "locks.py"))
     full = {**os.environ, "PYTHONPATH": str(REPO), **env}
     for k in ("REPRO_LOCK_WAIT", "REPRO_LOCK_TIMEOUT"):
         if k not in env:

@@ -1,0 +1,131 @@
+"""The ``train`` command's checks of its inputs before any work (sizes, seeds, anchors, LoRA rank, the launch) and
+the fixes it makes to a model's config, each with one ``warning:`` line (:mod:`repro.cli.train`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from repro.cli.common import CLIError, warn
+
+MIN_TARGET = 16
+"""Shortest ``--target`` accepted (the methods' rows need room for a sentence, its jumps and the loss)."""
+MAX_TARGET = 1 << 20
+"""Longest ``--target`` accepted (1M tokens)."""
+MAX_STEPS = 10_000_000
+"""Most ``--steps`` accepted unless ``REPRO_MAX_STEPS`` says otherwise (10M: far beyond any recipe here; the
+paper profile trains 104 steps)."""
+MAX_TOKENS_PER_STEP = 1 << 24
+"""Most tokens per optimizer step (rows x ``--target``) accepted unless ``REPRO_MAX_TOKENS_PER_STEP`` says
+otherwise: 16,777,216, about twice the paper profile's 96 x 81,920 = 7.9M. Every token of a step goes through the
+forward and backward (in micro batches), so a step of more tokens than this runs for many minutes on the testbed
+models before its first line of output: the bound is a time and memory estimate checked before any work."""
+SEED_LIMIT = 1 << 32
+"""``--seed`` must be below this (numpy's seeds are 32-bit)."""
+
+
+def env_limit(name: str, default: int) -> int:
+    """``default``, or the integer >= 1 in environment variable ``name`` (a :class:`CLIError` naming a bad one):
+    the explicit way past a sanity bound."""
+    import os
+
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise CLIError(f"{name}={text!r}; allowed: an integer >= 1 (unset: {default:,})")
+    return value
+
+
+def check_counts(args: argparse.Namespace) -> None:
+    """``--seed`` in numpy's range, ``--steps`` and ``--batch-size`` x ``--target`` within their sanity bounds
+    (:data:`MAX_STEPS`, :data:`MAX_TOKENS_PER_STEP`; each raised by its environment variable)."""
+    if args.seed is not None and not 0 <= args.seed < SEED_LIMIT:
+        raise CLIError(f"--seed {args.seed}; allowed: 0 <= --seed < 2**32 ({SEED_LIMIT})")
+    max_steps = env_limit("REPRO_MAX_STEPS", MAX_STEPS)
+    if args.steps is not None and args.steps > max_steps:
+        raise CLIError(f"--steps {args.steps} is more than allowed; allowed: 1 <= --steps <= {max_steps:,} "
+                       "(set REPRO_MAX_STEPS to go further)")
+    if args.batch_size is not None:
+        check_step_tokens(args.batch_size, args.target)
+
+
+def check_step_tokens(batch: int, target: int) -> None:
+    """A :class:`CLIError` when ``batch`` rows of ``target`` tokens exceed :data:`MAX_TOKENS_PER_STEP` (or
+    ``REPRO_MAX_TOKENS_PER_STEP``), naming the product, the limit and the largest batch at this target."""
+    limit = env_limit("REPRO_MAX_TOKENS_PER_STEP", MAX_TOKENS_PER_STEP)
+    if batch * target > limit:
+        raise CLIError(f"--batch-size {batch} x --target {target} = {batch * target:,} tokens per step, more than "
+                       f"allowed; allowed: --batch-size x --target <= {limit:,} (here --batch-size <= "
+                       f"{max(limit // target, 1)}): lower --batch-size or --target, or set REPRO_MAX_TOKENS_PER_STEP "
+                       "when the machine can take it")
+
+
+def launch_hint(sp: int) -> str:
+    """How to start ``DP x sp`` processes of ``train`` (CPU and GPU: torchrun; GPUs: accelerate launch too)."""
+    return (f"torchrun --nproc_per_node {sp} -m repro train ... --sequence-parallel {sp} (or DP x {sp} processes; "
+            f"on GPUs also accelerate launch --num_processes {sp})")
+
+
+def read_anchors(path: str | None, method: str, vocab: int, needed: bool = False):
+    """Anchor token ids from a JSON list or a ``{"anchors": [...]}`` object (``analyze tokens``' output);
+    ``needed``: the method selects anchor sentences (a :class:`CLIError` without ``--anchors``)."""
+    import numpy as np
+
+    from repro.io import read_json
+
+    if path is None:
+        if needed:
+            raise CLIError(f"--method {method} selects anchor sentences; allowed: pass --anchors FILE "
+                           "(python -m repro analyze tokens writes one)")
+        return None
+    try:
+        raw = read_json(path)
+    except ValueError as e:
+        raise CLIError(f"--anchors {path!r} is not JSON ({e}); allowed: a JSON list of token ids or "
+                       "{'anchors': [...]}") from e
+    ids = raw.get("anchors") if isinstance(raw, dict) else raw
+    if isinstance(ids, list) and not ids:
+        raise CLIError(f"--anchors {path!r} holds an empty list of anchors; allowed: at least one token id in "
+                       f"0..{vocab - 1} (python -m repro analyze tokens writes them)")
+    if not isinstance(ids, list) or not all(isinstance(i, int) and 0 <= i < vocab for i in ids):
+        raise CLIError(f"--anchors {path!r}: expected a list of token ids in 0..{vocab - 1} (or {{'anchors': [...]}})")
+    return np.asarray(ids, dtype=np.int64)
+
+
+def check_lora_rank(model, spec) -> None:
+    """A :class:`CLIError` when the LoRA rank exceeds the smallest width (``min(in, out)``) of the linear modules
+    it adapts: past that width an adapter is no longer low-rank, only larger on disk."""
+    import torch
+
+    widths = {n: min(m.in_features, m.out_features) for n, m in model.named_modules()
+              if isinstance(m, torch.nn.Linear) and n.rsplit(".", 1)[-1] in spec.target_modules}
+    if not widths:  # no such module: apply_lora names the targets
+        return
+    name = min(widths, key=widths.get)
+    if spec.r > widths[name]:
+        raise CLIError(f"--lora {spec.r} is larger than the model's smallest adapted width {widths[name]} ({name}; "
+                       f"hidden size {getattr(model.config, 'hidden_size', '?')}); allowed: 1 <= --lora <= "
+                       f"{widths[name]}")
+
+
+def fit_config(model, tok, target: int, out: Path) -> None:
+    """Make the saved config agree with the run, each change with one ``warning:`` line: a
+    ``max_position_embeddings`` below ``target`` is raised to it (positions up to ``target - 1`` are trained;
+    a scaled RoPE without ``original_max_position_embeddings`` keeps the old value there, so its scaling does not
+    change), and a config without ``pad_token_id`` gets the tokenizer's (the EOS token when it had no pad)."""
+    cfg = model.config
+    old = getattr(cfg, "max_position_embeddings", None)
+    if isinstance(old, int) and old < target:
+        warn(f"--model's max_position_embeddings is {old}, below --target {target}: positions up to {target - 1} "
+             f"are trained and {out / 'final' / 'config.json'} will say max_position_embeddings={target}")
+        rope = getattr(cfg, "rope_parameters", None)
+        if isinstance(rope, dict) and rope.get("rope_type", "default") != "default":
+            rope.setdefault("original_max_position_embeddings", old)
+        cfg.max_position_embeddings = target
+    if getattr(cfg, "pad_token_id", 0) is None and tok.pad_token_id is not None:
+        cfg.pad_token_id = tok.pad_token_id
