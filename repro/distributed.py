@@ -58,6 +58,12 @@ def launched_world_size() -> int:
     return int(raw)
 
 
+def launched_rank() -> int:
+    """This process's ``RANK`` in a launched run (0 when not launched, or when the variable is not a number)."""
+    raw = os.environ.get("RANK", "0").strip()
+    return int(raw) if raw.isdigit() else 0
+
+
 def is_launched() -> bool:
     """True when this process is one of several started by a launcher (``WORLD_SIZE`` > 1)."""
     return launched_world_size() > 1

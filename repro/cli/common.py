@@ -34,11 +34,10 @@ class CommandInterrupted(KeyboardInterrupt):
 
 
 def launched_rank() -> int:
-    """This process's ``RANK`` in a launched run (0 when not launched, or when the variable is not a number)."""
-    import os
+    """:func:`repro.distributed.launched_rank`."""
+    from repro.distributed import launched_rank as rank
 
-    raw = os.environ.get("RANK", "0").strip()
-    return int(raw) if raw.isdigit() else 0
+    return rank()
 
 
 def speaks(error: BaseException) -> bool:

@@ -83,9 +83,11 @@ def task_minimum(spec: str, tok, depths: list[float], samples: int, seed: int) -
 def check_lengths(specs: list[str], lengths: list[int], tok, depths: list[float], samples: int, seed: int) -> None:
     """A :class:`CLIError` when no task can fill any of ``lengths`` (the run would write zero predictions), naming
     the shortest length some task fills; cells only some tasks fit are run and the others listed as skipped."""
-    needs = {spec: task_minimum(spec, tok, depths, samples, seed) for spec in specs}
-    if any(n <= max(lengths) for n in needs.values()):
-        return
+    needs = {}
+    for spec in specs:  # the first task that fits ends the check
+        needs[spec] = task_minimum(spec, tok, depths, samples, seed)
+        if needs[spec] <= max(lengths):
+            return
     shortest = min(needs.values())
     each = ", ".join(f"{spec} >= {n}" for spec, n in needs.items())
     raise CLIError(f"--lengths {','.join(map(str, lengths))}: every length is too short for the tasks ({each}); "

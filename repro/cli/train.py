@@ -403,12 +403,12 @@ def main(args: argparse.Namespace) -> int:
     Re-running the command of a killed or interrupted run resumes it: from its last checkpoint, or, when it was
     killed after writing ``final/`` but before the tokenizer, by saving the tokenizer alone. Ctrl-C ends it with a
     :class:`CommandInterrupted` naming the checkpoint kept."""
-    check_args(args)
     out = run_folder(args)
     try:
         if tokenizer_missing(out):
+            check_args(args)
             return finish_tokenizer(args, out)
-        parts = build_parts(args)  # reads only: refuses a finished run before the model is trained again
+        parts = build_parts(args)  # checks the arguments and reads only: refuses a finished run before training
         accelerator = make_run_accelerator(args, parts.profile.extend.batch_size)
         with run_lock(out, accelerator):
             refuse_finished(out)  # the holder we waited for may have finished it

@@ -42,9 +42,8 @@ def _parts(argv: list[str]):
     add_parser(parser.add_subparsers(dest="cmd"))
     parts = build_parts(parser.parse_args(argv))
     parts.model.to(torch.float64)
-    for name in ("bf16",):  # float64 throughout: no autocast
-        if hasattr(parts.method, name):
-            setattr(parts.method, name, False)
+    if hasattr(parts.method, "bf16"):  # float64 throughout: no autocast
+        parts.method.bf16 = False
     return parts
 
 
