@@ -67,7 +67,7 @@ def _metrics(path: Path) -> list[dict]:
 def eval_consistency(out: Path) -> list[str]:
     """What is wrong with an evaluation folder as a reader would take it: a ``summary.json`` that exists must
     match ``predictions.jsonl`` (every cell's ``n`` and accuracy) and the command's tasks, lengths and samples."""
-    from repro.cli.evaluate import summarize
+    from repro.tasks.summary import summarize
 
     summary = out / "summary.json"
     if not summary.exists():

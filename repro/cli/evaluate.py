@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 from repro.cli.common import (CLIError, add_device_args, check_out, csv_of, device_args, load_cli_model,
                               load_tokenizer_from, model_dir, output_dir, positive_int)
+from repro.tasks.summary import markdown, summarize
 
 PRED_FIELDS: tuple[str, ...] = ("index", "pred", "input", "outputs", "others", "truncation", "length",
                                 "task", "target_length", "depth", "seed", "score")
@@ -35,7 +35,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--model", required=True, help="local model folder")
     e.add_argument("--tasks", required=True, type=csv_of(str),
                    help="comma-separated task specs (niah_single_1, vt, niah_position:ordinal=first, ...)")
-    e.add_argument("--lengths", required=True, type=csv_of(positive_int), help="comma-separated prompt lengths")
+    e.add_argument("--lengths", type=csv_of(positive_int), default=None,
+                   help="comma-separated prompt lengths (required, except for --harness tasks that have none)")
     e.add_argument("--samples", type=positive_int, default=4, help="samples per task and length (default 4)")
     e.add_argument("--depths", type=csv_of(float), default=[0.5],
                    help="evidence depths in [0, 1]; samples are spread over them in turn (default 0.5)")
@@ -47,6 +48,18 @@ def add_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--trust-remote-code", action="store_true",
                    help="run model code shipped in the model folder (off: only transformers' own architectures)")
     add_device_args(e, "weights' dtype: auto (bfloat16 on CUDA, float32 on the CPU), float32 or bfloat16")
+    h = e.add_argument_group("lm-evaluation-harness (--harness lm-eval)")
+    h.add_argument("--harness", choices=("lm-eval",), default=None,
+                   help="run lm-eval's own task definitions (RULER, BABILong, LongBench v2, MMLU, ...) instead of "
+                        "the suite's tasks; offline, same outputs")
+    h.add_argument("--data", default=None,
+                   help="folder of local dataset copies, <data>/<hub dataset id> (e.g. <data>/RMT-team/"
+                        "babilong-1k-samples); default: the datasets cache only")
+    h.add_argument("--essays", default=None,
+                   help="RULER's essay haystack: a folder of .txt/.md files or one file (default: the suite's "
+                        "haystack prose, Python's documentation)")
+    h.add_argument("--cache", default=None, help="folder for generated offline data (default $REPRO_CACHE or "
+                                                 "~/.cache/repro)")
     return e
 
 
@@ -129,38 +142,38 @@ def predictions(model, tok, tasks: list[str], lengths: list[int], depths: list[f
     return rows, skipped
 
 
-def summarize(rows: list[dict]) -> list[dict]:
-    """Accuracy (mean score), its standard error and ``n`` per (task, length), in the rows' order."""
-    cells: dict[tuple[str, int], list[float]] = {}
-    for r in rows:
-        cells.setdefault((r["task"], r["target_length"]), []).append(r["score"])
-    out = []
-    for (task, length), scores in cells.items():
-        n = len(scores)
-        mean = sum(scores) / n
-        sd = math.sqrt(sum((s - mean) ** 2 for s in scores) / n)
-        out.append({"task": task, "length": length, "n": n, "accuracy": mean, "se": sd / math.sqrt(n)})
-    return out
+def clear_summary(out: Path) -> None:
+    """Remove a previous run's summary: ``summary.json`` exists only when it matches ``predictions.jsonl``."""
+    for stale in ("summary.json", "summary.md"):
+        (out / stale).unlink(missing_ok=True)
 
 
-def markdown(cells: list[dict], lengths: list[int]) -> str:
-    """A task x length table of ``accuracy ± se`` in percent."""
-    by = {(c["task"], c["length"]): c for c in cells}
-    tasks = list(dict.fromkeys(c["task"] for c in cells))
-    lines = ["| task | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---:|" * len(lengths)]
-    for t in tasks:
-        vals = [f"{100 * by[t, n]['accuracy']:.1f} ± {100 * by[t, n]['se']:.1f}" if (t, n) in by else "n/a"
-                for n in lengths]
-        lines.append(f"| {t} | " + " | ".join(vals) + " |")
-    return "\n".join(lines) + "\n"
+def write_outputs(out: Path, rows: list[dict], meta: dict, lengths, skipped: list[dict]) -> list[dict]:
+    """Write ``predictions.jsonl``, then ``summary.json`` (``meta``, the cells, the skipped cells) and
+    ``summary.md``, each atomically, the summary last; returns the cells."""
+    from repro.io import atomic_write_json, atomic_write_text
+
+    cells = summarize(rows)
+    atomic_write_text(out / "predictions.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    atomic_write_json(out / "summary.json", {**meta, "cells": cells, "skipped": skipped})
+    atomic_write_text(out / "summary.md", markdown(cells, lengths))
+    return cells
 
 
 def main(args: argparse.Namespace) -> int:
     """Evaluate, then write the predictions and the summary (each file atomically, the summary last). A summary
     already in ``--out`` is removed first, so that a run killed before its end never leaves a previous run's
     summary beside its own predictions: ``summary.json`` exists only when it matches ``predictions.jsonl``."""
-    from repro.io import atomic_write_json, atomic_write_text
+    if args.harness:
+        from repro.cli.evaluate_harness import main as harness_main
 
+        return harness_main(args)
+    for flag in ("data", "essays", "cache"):
+        if getattr(args, flag) is not None:
+            raise CLIError(f"--{flag} is an option of --harness lm-eval; allowed: --harness lm-eval with it, or "
+                           "the suite's tasks without it")
+    if not args.lengths:
+        raise CLIError("--lengths is required for the suite's tasks; allowed: comma-separated token counts")
     check_tasks(args.tasks)
     if any(not 0.0 <= d <= 1.0 for d in args.depths):
         raise CLIError(f"--depths {args.depths}; allowed: values in [0, 1]")
@@ -172,16 +185,12 @@ def main(args: argparse.Namespace) -> int:
     model = load_cli_model(path, args.trust_remote_code, max_positions=max(args.lengths) + 256, device=device,
                            dtype=dtype).eval()
     out = output_dir(args.out)
-    for stale in ("summary.json", "summary.md"):  # a summary marks a finished evaluation: none until this one is
-        (out / stale).unlink(missing_ok=True)
+    clear_summary(out)  # a summary marks a finished evaluation: none until this one is
     rows, skipped = predictions(model, tok, args.tasks, args.lengths, args.depths, args.samples, args.seed,
                                 args.batch_size, not args.no_progress)
-    cells = summarize(rows)
-    atomic_write_text(out / "predictions.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    atomic_write_json(out / "summary.json", {"model": str(path), "tasks": args.tasks, "lengths": args.lengths,
-                                             "depths": args.depths, "samples": args.samples, "seed": args.seed,
-                                             "cells": cells, "skipped": skipped})
-    atomic_write_text(out / "summary.md", markdown(cells, args.lengths))
+    cells = write_outputs(out, rows, {"model": str(path), "tasks": args.tasks, "lengths": args.lengths,
+                                      "depths": args.depths, "samples": args.samples, "seed": args.seed},
+                          args.lengths, skipped)
     print(markdown(cells, args.lengths), end="")
     if skipped:
         print("skipped (too short for the task): " + ", ".join(f"{s['task']}@{s['length']} (min {s['minimum']})"

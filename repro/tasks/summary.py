@@ -115,3 +115,32 @@ def task_accuracy(results: Sequence[dict]) -> dict[str, tuple[float, int]]:
     for r in results:
         by.setdefault(r["task"], []).append(float(r["score"]))
     return {t: (sum(v) / len(v), len(v)) for t, v in by.items()}
+
+
+# -- the summary of an evaluation folder (``summary.json`` / ``summary.md`` of ``python -m repro evaluate``) ----
+def summarize(rows: list[dict]) -> list[dict]:
+    """Accuracy (mean score), its standard error ``std / sqrt(n)`` (population std) and ``n`` per (task, length),
+    in the rows' order; rows are prediction rows (``task``, ``target_length``, ``score``; the length may be None)."""
+    cells: dict[tuple[str, int], list[float]] = {}
+    for r in rows:
+        cells.setdefault((r["task"], r["target_length"]), []).append(r["score"])
+    out = []
+    for (task, length), scores in cells.items():
+        n = len(scores)
+        mean = sum(scores) / n
+        sd = math.sqrt(sum((s - mean) ** 2 for s in scores) / n)
+        out.append({"task": task, "length": length, "n": n, "accuracy": mean, "se": sd / math.sqrt(n)})
+    return out
+
+
+def markdown(cells: list[dict], lengths: Sequence[int | None]) -> str:
+    """A task x length table of ``accuracy ± se`` in percent (a length of None: tasks without one, headed ``-``)."""
+    by = {(c["task"], c["length"]): c for c in cells}
+    tasks = list(dict.fromkeys(c["task"] for c in cells))
+    lines = ["| task | " + " | ".join("-" if n is None else str(n) for n in lengths) + " |",
+             "|---|" + "---:|" * len(lengths)]
+    for t in tasks:
+        vals = [f"{100 * by[t, n]['accuracy']:.1f} ± {100 * by[t, n]['se']:.1f}" if (t, n) in by else "n/a"
+                for n in lengths]
+        lines.append(f"| {t} | " + " | ".join(vals) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,69 @@
+"""``python -m repro evaluate --harness lm-eval``: lm-evaluation-harness's own tasks, offline, in the suite's outputs.
+
+The model is loaded as every command loads it (safetensors only, ``--device``/``--dtype``) and handed to lm-eval;
+the tasks are lm-eval's YAML definitions (:mod:`repro.harness.tasks`), RULER's samples made by its own generators
+with the offline haystack (:mod:`repro.harness.ruler`). Nothing is fetched: a task whose data is not here stops
+before the model loads, with one line naming the dataset and where to put it. The outputs are those of the suite's
+``evaluate`` (``predictions.jsonl``, ``summary.json``, ``summary.md``); ``summary.json`` adds ``harness`` (lm-eval's
+version and where each task's data came from).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from repro.cli.common import (CLIError, check_out, device_args, load_cli_model, load_tokenizer_from, model_dir,
+                              output_dir)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Resolve and build the harness tasks (every missing dataset fails here), load the model, evaluate, write."""
+    from repro.harness import offline
+
+    if args.depths != [0.5]:
+        raise CLIError("--depths is the suite's option; lm-eval's tasks place their evidence themselves; allowed: "
+                       "--harness without --depths")
+    path = model_dir(args.model)
+    try:
+        offline.go_offline(args.cache, args.essays)  # before lm-eval, datasets or nltk is imported
+    except ValueError as e:
+        raise CLIError(f"--essays: {e}") from e
+    from repro.cli.evaluate import clear_summary, write_outputs
+    from repro.harness.results import harness_versions
+    from repro.harness.ruler import DoesNotFit
+    from repro.harness.run import HarnessRun, evaluate, prepare, quiet_lm_eval_logs
+    from repro.harness.tasks import MissingData
+    from repro.tasks.summary import markdown
+
+    quiet_lm_eval_logs(not args.no_progress)
+    tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
+    run = HarnessRun(tasks=tuple(args.tasks), lengths=tuple(args.lengths or ()), samples=args.samples,
+                     seed=args.seed, batch_size=args.batch_size, data=args.data, essays=args.essays)
+    if args.data is not None and not Path(args.data).is_dir():
+        raise CLIError(f"--data {args.data!r} is not a folder; allowed: a folder of dataset copies, "
+                       "<data>/<hub dataset id>")
+    try:
+        leaves, tasks = prepare(run, tok)
+    except (MissingData, DoesNotFit) as e:
+        raise CLIError(str(e)) from e
+    except ValueError as e:
+        raise CLIError(f"--tasks/--lengths: {e}") from e
+    check_out(args.out)
+    device, dtype = device_args(args)
+    longest = max(args.lengths) if args.lengths else None
+    model = load_cli_model(path, args.trust_remote_code, device=device, dtype=dtype,
+                           **({"max_positions": longest + 256} if longest else {})).eval()
+    out = output_dir(args.out)
+    clear_summary(out)
+    rows = evaluate(model, tok, run, tasks, progress=not args.no_progress)
+    lengths = sorted({r["target_length"] for r in rows if r["target_length"] is not None})
+    columns = lengths + ([None] if any(r["target_length"] is None for r in rows) else [])
+    cells = write_outputs(out, rows, {"model": str(path), "tasks": args.tasks, "lengths": args.lengths,
+                                      "samples": args.samples, "seed": args.seed,
+                                      "harness": {"name": "lm-eval", **harness_versions(),
+                                                  "sources": {leaf.name: leaf.source for leaf in leaves}}},
+                          columns, [])
+    print(markdown(cells, columns), end="")
+    print(f"{len(rows)} predictions -> {Path(out) / 'predictions.jsonl'}")
+    return 0

@@ -1,0 +1,180 @@
+"""lm-evaluation-harness's RULER tasks, offline: its own generators, fed our haystack and the model's tokenizer.
+
+lm-eval's RULER builds every synthetic sample at run time (``custom_dataset``): it reads the tokenizer's name from
+the task metadata and loads it with ``AutoTokenizer``, downloads Paul Graham's essays for the ``essay`` haystack and
+makes 500 samples per length. :func:`dataset_builder` gives the same samples from the same generator functions
+(``prepare_niah.generate_samples``, ``vt_utils``, ``cwe_utils``, ``fwe_utils``), with three changes a caller
+chooses: the tokenizer object is passed in, the ``essay`` haystack is :func:`repro.harness.offline.essay_words`
+(the user's essays or the suite's default prose), and ``samples`` per length instead of 500.
+
+Its ``vt`` and ``cwe`` generators search for the haystack size in fixed steps; when even the first step does not fit
+the length the search ends at zero: ``vt`` then retries in a ``while True`` loop that never ends (a small-vocabulary
+tokenizer at its ~500-token solved example, or a short length) and ``cwe`` makes prompts with no words. The builders
+check first (:func:`smallest_length`) and raise :class:`DoesNotFit` naming the length that would fit.
+``ruler_qa_squad`` and ``ruler_qa_hotpot`` download SQuAD and HotpotQA over HTTP: offline they are refused
+(:data:`DOWNLOADS` names the file; the suite's own ``qa_1``/``qa_2`` are the offline stand-ins).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import random
+import sys
+from typing import Any, Callable, Sequence
+
+NIAH_SETTINGS: dict[str, dict[str, Any]] = {
+    "niah_single_1": dict(type_haystack="repeat", type_needle_k="words", type_needle_v="numbers"),
+    "niah_single_2": dict(type_haystack="essay", type_needle_k="words", type_needle_v="numbers"),
+    "niah_single_3": dict(type_haystack="essay", type_needle_k="words", type_needle_v="uuids"),
+    "niah_multikey_1": dict(type_haystack="essay", type_needle_k="words", type_needle_v="numbers", num_needle_k=4),
+    "niah_multikey_2": dict(type_haystack="needle", type_needle_k="words", type_needle_v="numbers"),
+    "niah_multikey_3": dict(type_haystack="needle", type_needle_k="uuids", type_needle_v="uuids"),
+    "niah_multivalue": dict(type_haystack="essay", type_needle_k="words", type_needle_v="numbers", num_needle_v=4),
+    "niah_multiquery": dict(type_haystack="essay", type_needle_k="words", type_needle_v="numbers", num_needle_q=4),
+}
+"""Each NIAH task's arguments to lm-eval's ``generate_samples``, as its ``niah_utils`` passes them (a test checks
+that both give the same samples)."""
+SYNTHETIC = tuple(NIAH_SETTINGS) + ("ruler_vt", "ruler_cwe", "ruler_fwe")
+"""The RULER tasks built here, offline."""
+DOWNLOADS = {
+    "ruler_qa_squad": "SQuAD 2.0's dev set (dev-v2.0.json), which lm-eval's RULER downloads over HTTP",
+    "ruler_qa_hotpot": "HotpotQA's dev set (hotpot_dev_distractor_v1.json), which lm-eval's RULER downloads over HTTP",
+}
+"""RULER tasks whose documents are downloaded at run time: refused offline."""
+VT_SOLVED_LENGTH = 500
+"""``vt``'s solved example is generated at this length (lm-eval's ``vt_utils.get_dataset``)."""
+VT_SOLVED_STEP = 5
+VT_STEP = 10
+CWE_STEP = 10
+"""The haystack steps lm-eval's ``vt`` (solved example, question) and ``cwe`` generators use."""
+PROBES = 8
+"""Draws measured when checking that a generator's smallest haystack fits (its names are random)."""
+
+
+class DoesNotFit(ValueError):
+    """A RULER generator whose smallest haystack does not fit the length (lm-eval's own loop would never end)."""
+
+
+def _tokens(tokenizer, text: str) -> int:
+    return len(tokenizer(text).input_ids)
+
+
+def smallest_length(task: str, tokenizer) -> int:
+    """The length lm-eval's ``ruler_vt``/``ruler_cwe`` generator needs to fit its smallest haystack, as its own length
+    search measures it (the prompt with its answer, the tokens it generates and, for ``vt``, its solved example),
+    over :data:`PROBES` draws. Below it the search ends at zero noises or words: ``vt`` then retries forever and
+    ``cwe`` asks for the 10 most common words of an empty list (lm-eval's scoring divides by zero)."""
+    from lm_eval.tasks.ruler import cwe_utils, vt_utils
+
+    state = random.getstate()
+    try:
+        random.seed(0)
+        if task == "ruler_cwe":
+            worst = 0
+            for _ in range(PROBES):
+                example, text, answer = cwe_utils.generate_input_output(CWE_STEP, 0)
+                numbered = " ".join(f"{i + 1}. {w}" for i, w in enumerate(answer))
+                worst = max(worst, _tokens(tokenizer, example + "\n" + text + " " + numbered) + 120)
+            return worst
+        if task == "ruler_vt":
+            solved = vt_solved_length(tokenizer)
+            worst = 0
+            for _ in range(PROBES):
+                text, answer = vt_utils.generate_input_output(VT_STEP, 1, 4)
+                worst = max(worst, _tokens(tokenizer, text + f" {answer}") + 30)
+            return worst + solved
+    finally:
+        random.setstate(state)
+    raise ValueError(f"task={task!r}; allowed: ruler_vt or ruler_cwe (the generators whose search can end at zero)")
+
+
+def vt_solved_length(tokenizer) -> int:
+    """Tokens of ``vt``'s solved example as it is prepended (its answer and two newlines). Its generator searches at
+    :data:`VT_SOLVED_STEP` noises within :data:`VT_SOLVED_LENGTH` tokens and retries forever when even that does not
+    fit: :class:`DoesNotFit` then."""
+    from lm_eval.tasks.ruler import vt_utils
+
+    worst = 0
+    for _ in range(PROBES):
+        text, answer = vt_utils.generate_input_output(VT_SOLVED_STEP, 1, 4, is_icl=True)
+        fit = _tokens(tokenizer, text + f" {answer}") + 30
+        if fit > VT_SOLVED_LENGTH:
+            raise DoesNotFit(f"ruler_vt: lm-eval's solved example takes {fit} tokens with this tokenizer at its "
+                             f"smallest ({VT_SOLVED_STEP} noises) and must fit {VT_SOLVED_LENGTH}; its generator "
+                             "would never return; allowed: a tokenizer that writes it in fewer tokens, or the "
+                             "suite's own vt")
+        worst = max(worst, _tokens(tokenizer, text + " " + " ".join(answer) + "\n\n"))
+    return worst
+
+
+def _check_fits(task: str, tokenizer, length: int) -> None:
+    need = smallest_length(task, tokenizer)
+    if need > length:
+        raise DoesNotFit(f"{task}: length {length} is shorter than lm-eval's smallest {task} prompt with this "
+                         f"tokenizer ({need} tokens with its answer and the tokens it generates); its generator "
+                         f"would {'never return' if task == 'ruler_vt' else 'make prompts with no words'}; "
+                         f"allowed: a length >= {need}")
+
+
+@contextlib.contextmanager
+def _quiet():
+    """lm-eval's ``vt`` prints every step of its length search to stdout: send it to stderr (stdout is ours)."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def samples_at(task: str, tokenizer, length: int, samples: int, essays: Sequence[str]) -> list[dict]:
+    """``samples`` of lm-eval's RULER ``task`` at ``length`` tokens, made by its own generator (global ``random``
+    and ``numpy.random`` state, which lm-eval seeds before it builds tasks)."""
+    if task in NIAH_SETTINGS:
+        from lm_eval.tasks.ruler import niah_utils, prepare_niah
+
+        settings = NIAH_SETTINGS[task]
+        kind = settings["type_haystack"]
+        haystack = list(essays) if kind == "essay" else prepare_niah.get_haystack(type_haystack=kind)
+        return prepare_niah.generate_samples(haystack, max_seq_length=length, template=niah_utils.TEMPLATE,
+                                             num_samples=samples, TOKENIZER=tokenizer, **settings)
+    if task == "ruler_vt":
+        from lm_eval.tasks.ruler import vt_utils
+
+        _check_fits(task, tokenizer, length)
+        with _quiet():
+            solved = vt_utils.sys_vartrack_w_noise_random(tokenizer=tokenizer, num_samples=1,
+                                                          max_seq_length=VT_SOLVED_LENGTH,
+                                                          incremental=VT_SOLVED_STEP)[0]
+            return vt_utils.sys_vartrack_w_noise_random(tokenizer=tokenizer, num_samples=samples,
+                                                        max_seq_length=length, icl_example=solved)
+    if task == "ruler_cwe":
+        from lm_eval.tasks.ruler import cwe_utils
+
+        _check_fits(task, tokenizer, length)
+        with _quiet():
+            return cwe_utils.sys_word_pair_random(num_samples=samples, max_seq_length=length, tokenizer=tokenizer)
+    if task == "ruler_fwe":
+        from lm_eval.tasks.ruler import fwe_utils
+
+        with _quiet():
+            return fwe_utils.sys_kwext(tokenizer=tokenizer, max_seq_length=length, num_samples=samples)
+    if task in DOWNLOADS:
+        raise ValueError(f"{task} needs {DOWNLOADS[task]}; offline runs cannot fetch it; allowed offline: "
+                         f"{', '.join(SYNTHETIC)} (or the suite's own qa_1/qa_2)")
+    raise ValueError(f"task={task!r}; allowed: {', '.join(SYNTHETIC)}")
+
+
+def dataset_builder(task: str, tokenizer, lengths: Sequence[int], samples: int,
+                    essays: Sequence[str]) -> Callable[..., dict]:
+    """A ``custom_dataset`` for lm-eval's task config: ``samples`` per length, every length in turn, as lm-eval's
+    RULER returns them (``{"test": Dataset}``); it ignores the metadata lm-eval passes."""
+    if task not in SYNTHETIC and task not in DOWNLOADS:
+        raise ValueError(f"task={task!r}; allowed: {', '.join(SYNTHETIC)}")
+    if task in DOWNLOADS:
+        samples_at(task, tokenizer, 0, 0, essays)  # refused now, before any model is loaded
+
+    def build(**_metadata) -> dict:
+        import datasets
+
+        rows = list(itertools.chain.from_iterable(samples_at(task, tokenizer, n, samples, essays) for n in lengths))
+        return {"test": datasets.Dataset.from_list(rows, split=datasets.Split.TEST)}
+
+    return build
