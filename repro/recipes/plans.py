@@ -8,7 +8,7 @@ profile and the task groups of :mod:`repro.tasks.summary`.
 from __future__ import annotations
 
 from repro.profiles import Profile
-from repro.tasks.summary import DECILE_DEPTHS, NIAH_TASKS, RULER_TASKS, ruler_in_suite
+from repro.tasks.summary import BABILONG, DECILE_DEPTHS, NIAH_TASKS, RULER_TASKS, ruler_in_suite
 
 __all__ = ["TAB1_ARMS", "TIMED_ARMS", "timed_threads", "base_window_grid", "cd_plan", "pl_plan", "lr_plan",
            "plan_cost", "rp_plan", "ruler_in_suite", "suite_plan", "yarn_rope"]
@@ -137,14 +137,18 @@ def rp_plan(p: Profile, name: str, rope_theta: float, early: bool = False) -> di
 def cd_plan(p: Profile, name: str, rope_theta: float) -> dict[str, dict]:
     """Evaluation parts of a CD-Tab2 checkpoint (CE = ``rp_standard``, LongCE = ``rp_longce``, CDT) ->
     ``evaluate_checkpoint`` kwargs: ``suite`` is exactly :func:`rp_plan`'s (RULER and NIAH-position at
-    ``selfdistill.eval_lengths``; the CE and LongCE arms reuse their cached records), ``multihop`` the multi-hop
-    task (the BABILong stand-in) at the same lengths and cells."""
+    ``selfdistill.eval_lengths``; the CE and LongCE arms reuse their cached records), ``multihop`` CDT's multi-hop
+    task (App. B; when the suite has it) and ``babilong`` BABILong's qa1-qa5 (:data:`~repro.tasks.summary.BABILONG`,
+    generated offline: Table 2's BABILong column; every profile), both at the same lengths and cells: the suite
+    depths, ``eval.suite_samples`` prompts per cell, the first evaluation seed."""
     ev = p.eval
     hops = tuple(t for t in ev.suite_tasks if t.startswith("multihop_"))
+    cell = {"lengths": tuple(p.selfdistill.eval_lengths), "samples": ev.suite_samples, "depths": ev.suite_depths,
+            "seeds": ev.seeds[:1]}
     plan = {"suite": rp_plan(p, name, rope_theta)["suite"]}
     if hops:
-        plan["multihop"] = {"tasks": hops, "lengths": tuple(p.selfdistill.eval_lengths), "samples": ev.suite_samples,
-                            "depths": ev.suite_depths, "seeds": ev.seeds[:1]}
+        plan["multihop"] = {"tasks": hops, **cell}
+    plan["babilong"] = {"tasks": BABILONG, **cell}
     return plan
 
 

@@ -212,11 +212,13 @@ def direction_agrees(ours: Mapping[str, float | None], paper: Mapping[str, float
 
 # -- labels --------------------------------------------------------------------------------------
 def label(task: str) -> str:
-    """Short column name of a task spec (``S-1``, ``MH-2``, ``pos-first``)."""
+    """Short column name of a task spec (``S-1``, ``MH-2``, ``BL-qa1``, ``pos-first``)."""
     if task in SHORT:
         return SHORT[task]
     if task.startswith("multihop_"):
         return "MH-" + task.split("_")[1]
+    if task.startswith("babilong_"):
+        return "BL-" + task.split("_")[1]
     if task.startswith("niah_position:ordinal="):
         return "pos-" + task.split("=")[1]
     return task

@@ -98,6 +98,8 @@ def mean_std(results: Iterable[dict], aggregate: Callable[[list[dict]], float] =
 NIAH_M_TASKS = MULTIKEY + ("niah_multivalue", "niah_multiquery")
 NIAH_TASKS = tuple(t for t in RULER_TASKS if t.startswith("niah_"))
 MULTIHOP = ("multihop_2", "multihop_3", "multihop_4")
+BABILONG = tuple(f"babilong_qa{k}" for k in range(1, 6))
+"""BABILong's qa1-qa5 as generated here (:mod:`repro.tasks.babilong`): CD-Tab2's BABILong column."""
 ORDINALS = ("first", "second", "third", "last")
 POSITION_SPECS = tuple(f"niah_position:ordinal={o}" for o in ORDINALS)
 DECILE_DEPTHS = tuple(round(0.05 + 0.1 * i, 2) for i in range(10))

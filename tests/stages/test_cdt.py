@@ -70,3 +70,26 @@ def test_scores_of_a_model_folder_given_by_path(run_dir):
     s = rec["scores"][0]
     assert abs(sum(s["ig_share"].values()) - 1) < 1e-9 and len(s["ig_token"]) == len(rec["types"][0])
     assert [r["lr"] for r in rec["sweep"]] == list(p.cdt.lr_sweep) and all("gain_se" in r for r in rec["sweep"])
+
+
+def test_smoke_cd_evaluation_runs_the_babilong_part(monkeypatch, tmp_path):
+    """``run_cd_suite`` on the smoke profile evaluates every part of ``cd_plan``, BABILong's qa1-qa5 among them,
+    and merges their rows into ``all`` (what CD-Tab2 reads); the evaluation itself is stubbed."""
+    from repro.stages import evaluation
+
+    calls = []
+
+    def fake_eval(p, name, **kw):
+        calls.append(kw)
+        return {"results": [{"task": t, "length": L, "score": 1.0} for t in kw["tasks"] for L in kw["lengths"]],
+                "skipped": [], "seconds": 1.0}
+
+    monkeypatch.setattr(evaluation, "evaluate_checkpoint", fake_eval)
+    monkeypatch.setattr(evaluation, "checkpoint_rope_theta", lambda p, name, run_dir: 40_000.0)
+    out = evaluation.run_cd_suite("smoke", "cdt", tmp_path, progress=False)
+    assert set(out) == {"suite", "multihop", "babilong", "all"}
+    bl = next(c for c in calls if c["tasks"][0].startswith("babilong_"))
+    assert bl["tasks"] == tuple(f"babilong_qa{k}" for k in range(1, 6)) and bl["lengths"] == (384,)
+    assert (bl["depths"], bl["samples"], bl["seeds"], bl["record"]) == ((0.5,), 1, (0,), True)
+    assert sorted(r["task"] for r in out["all"]["results"] if r["task"].startswith("babilong_")) == list(bl["tasks"])
+    assert out["all"]["seconds"] == 3.0
