@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Sequence
 
 UNSAFE_CODE_TASKS = ("humaneval", "mbpp")
 """Benchmarks that run model-written code (lm-eval asks for an explicit confirmation, given here)."""

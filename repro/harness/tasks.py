@@ -113,8 +113,8 @@ def babilong_config(lengths: Sequence[int]) -> list[str]:
     for n in lengths:
         name = f"{n // 1024}k"
         if n % 1024 or name not in BABILONG_LENGTHS:
-            raise ValueError(f"BABILong length {n}; allowed: {', '.join(str(1024 * int(c[:-1])) for c in BABILONG_LENGTHS)}"
-                             f" tokens ({', '.join(BABILONG_LENGTHS)})")
+            tokens = ", ".join(str(1024 * int(c[:-1])) for c in BABILONG_LENGTHS)
+            raise ValueError(f"BABILong length {n}; allowed: {tokens} tokens ({', '.join(BABILONG_LENGTHS)})")
         out.append(name)
     return out
 
@@ -176,8 +176,8 @@ def resolve(names: Sequence[str], tokenizer, lengths: Sequence[int], samples: in
             if local is None:
                 raise MissingData(f"{name} needs BABILong ({BABILONG_DATASET}); {_where(root, BABILONG_DATASET)}; "
                                   "the suite's offline BABILong is babilong_qa1..qa5 without --harness")
-            leaves.append(Leaf(name, config, {"custom_dataset": babilong_loader(local, babilong_config(lengths), samples)},
-                               "babilong", str(local)))
+            loader = babilong_loader(local, babilong_config(lengths), samples)
+            leaves.append(Leaf(name, config, {"custom_dataset": loader}, "babilong", str(local)))
             continue
         path = str(config.get("dataset_path") or "")
         if config.get("custom_dataset") is not None or not path:
