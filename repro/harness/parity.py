@@ -29,6 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from repro.harness.ruler import NIAH_SETTINGS, VT_STEP, vt_fits, vt_minimum, vt_solved
+
+__all__ = ["vt_fits"]
+
 NIAH_TASKS = ("niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2",
               "niah_multikey_3", "niah_multivalue", "niah_multiquery")
 TASKS = NIAH_TASKS + ("vt", "cwe", "fwe")
@@ -36,23 +40,9 @@ TASKS = NIAH_TASKS + ("vt", "cwe", "fwe")
 HARNESS_NAMES = {**{t: t for t in NIAH_TASKS}, "vt": "ruler_vt", "cwe": "ruler_cwe", "fwe": "ruler_fwe"}
 """lm-eval's task name for each of ours."""
 
-HARNESS_NIAH = {
-    "niah_single_1": dict(type_haystack="repeat", type_needle_k="words", type_needle_v="numbers"),
-    "niah_single_2": dict(type_haystack="essay", type_needle_k="words", type_needle_v="numbers"),
-    "niah_single_3": dict(type_haystack="essay", type_needle_k="words", type_needle_v="uuids"),
-    "niah_multikey_1": dict(type_haystack="essay", type_needle_k="words", type_needle_v="numbers", num_needle_k=4),
-    "niah_multikey_2": dict(type_haystack="needle", type_needle_k="words", type_needle_v="numbers"),
-    "niah_multikey_3": dict(type_haystack="needle", type_needle_k="uuids", type_needle_v="uuids"),
-    "niah_multivalue": dict(type_haystack="essay", type_needle_k="words", type_needle_v="numbers", num_needle_v=4),
-    "niah_multiquery": dict(type_haystack="essay", type_needle_k="words", type_needle_v="numbers", num_needle_q=4),
-}
+HARNESS_NIAH = NIAH_SETTINGS
 """The ``generate_samples`` arguments of each function of lm-eval's ``niah_utils`` (besides the template)."""
-
-VT_EXAMPLE_LENGTH, VT_EXAMPLE_INCREMENTAL, VT_INCREMENTAL = 500, 5, 10
-"""``vt_utils.get_dataset``: the solved example is a 500-token sample grown 5 noise lines at a time, the task's
-samples grow 10 at a time (``sys_vartrack_w_noise_random``'s default)."""
-VT_DRAWS = 16
-"""Random draws :func:`vt_fits` measures at each size (names and values change the token count a little)."""
+VT_INCREMENTAL = VT_STEP
 LENGTH = 1024
 """The length of the committed comparison."""
 SEED = 0
@@ -178,21 +168,6 @@ def _seed(seed: int) -> None:
     np.random.seed(seed)
 
 
-@contextlib.contextmanager
-def _kept_rng(seed: int = 0):
-    """Run a block on the global ``random`` and ``numpy.random`` generators seeded with ``seed``, and put them
-    back where they were afterwards."""
-    import numpy as np
-
-    state, np_state = random.getstate(), np.random.get_state()
-    try:
-        _seed(seed)
-        yield
-    finally:
-        random.setstate(state)
-        np.random.set_state(np_state)
-
-
 def _quiet(fn, *args, **kwargs):
     """Call ``fn`` with its prints and progress bars swallowed (lm-eval's vt prints every step)."""
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -201,54 +176,6 @@ def _quiet(fn, *args, **kwargs):
 
 def _n(tokenizer, text: str) -> int:
     return len(tokenizer(text).input_ids)
-
-
-def _vt_minimum(tokenizer, noises: int, is_icl: bool, example_tokens: int) -> int:
-    """The smallest ``max_seq_length`` at which lm-eval's vt measures ``noises`` noise lines as fitting: its
-    first measurement (``input`` and the answer list) plus its 30 generated tokens and the solved example, the
-    worst of :data:`VT_DRAWS` seeded draws plus their spread (a margin for draws not measured)."""
-    from lm_eval.tasks.ruler import vt_utils
-
-    counts = []
-    with _kept_rng():
-        for _ in range(VT_DRAWS):
-            text, answer = vt_utils.generate_input_output(noises, 1, 4, is_icl=is_icl)
-            counts.append(_n(tokenizer, text + f" {answer}"))
-    return max(counts) + (max(counts) - min(counts)) + vt_utils.CONFIG["variable_tracking"]["tokens_to_generate"] \
-        + example_tokens
-
-
-def _vt_example(tokenizer) -> tuple[dict, int]:
-    """lm-eval's solved vt example (``vt_utils.get_dataset``'s first call) and its tokens as vt counts them.
-    Raises ValueError when the tokenizer cannot fit even its smallest step (lm-eval would loop forever)."""
-    from lm_eval.tasks.ruler import vt_utils
-
-    need = _vt_minimum(tokenizer, VT_EXAMPLE_INCREMENTAL, True, 0)
-    if need > VT_EXAMPLE_LENGTH:
-        raise ValueError(f"lm-eval's vt cannot build its solved example with this tokenizer: "
-                         f"{VT_EXAMPLE_INCREMENTAL} noise lines need {need} tokens; allowed: at most "
-                         f"{VT_EXAMPLE_LENGTH} (its sampler would loop forever at every length)")
-    icl = _quiet(vt_utils.sys_vartrack_w_noise_random, tokenizer=tokenizer, num_samples=1,
-                 max_seq_length=VT_EXAMPLE_LENGTH, incremental=VT_EXAMPLE_INCREMENTAL)[0]
-    return icl, _n(tokenizer, icl["input"] + " " + " ".join(icl["outputs"]) + "\n\n")
-
-
-def vt_fits(tokenizer, max_seq_length: int, incremental: int = VT_INCREMENTAL) -> tuple[bool, int]:
-    """Whether lm-eval's ``ruler_vt`` can build a sample of ``max_seq_length`` tokens, and the smallest length
-    that it can.
-
-    Its sampler (``vt_utils.sys_vartrack_w_noise_random``) starts at ``incremental`` noise lines and, when a
-    sample is too long, retries in a ``while True`` that only shrinks down to ``incremental``: if even that many
-    lines, the solved example and the 30 generated tokens do not fit, it never returns. This measures that
-    smallest sample (seeded draws; the global generators are left where they were) instead of calling the
-    sampler, so the answer is the same on every call.
-    """
-    if not isinstance(incremental, int) or incremental < 1:
-        raise ValueError(f"incremental={incremental!r}; allowed: an integer >= 1")
-    with _kept_rng():
-        _, example_tokens = _vt_example(tokenizer)
-    need = _vt_minimum(tokenizer, incremental, False, example_tokens)
-    return max_seq_length >= need, need
 
 
 def _fed(cfg: dict, text: str, gen_prefix: str) -> str:
@@ -287,8 +214,8 @@ def harness_sample(task: str, tokenizer, length: int, seed: int, essays: Sequenc
         return _quiet(prepare_niah.generate_samples, haystack, tokenizer, max_seq_length=length,
                       template=niah_utils.TEMPLATE, num_samples=1, **kw)[0]
     if task == "vt":
-        icl, example_tokens = _vt_example(tokenizer)
-        need = _vt_minimum(tokenizer, VT_INCREMENTAL, False, example_tokens)
+        icl, example_tokens = _quiet(vt_solved, tokenizer)
+        need = vt_minimum(tokenizer, VT_INCREMENTAL, False, example_tokens)
         if need > length:  # this draw's solved example is longer than the one vt_fits measured
             raise ValueError(f"vt: length={length} is too short for lm-eval's vt with this tokenizer and seed "
                              f"{seed}; allowed: an integer >= {need}")

@@ -42,14 +42,13 @@ DOWNLOADS = {
     "ruler_qa_hotpot": "HotpotQA's dev set (hotpot_dev_distractor_v1.json), which lm-eval's RULER downloads over HTTP",
 }
 """RULER tasks whose documents are downloaded at run time: refused offline."""
-VT_SOLVED_LENGTH = 500
-"""``vt``'s solved example is generated at this length (lm-eval's ``vt_utils.get_dataset``)."""
-VT_SOLVED_STEP = 5
-VT_STEP = 10
+VT_SOLVED_LENGTH, VT_SOLVED_STEP, VT_STEP = 500, 5, 10
+"""``vt_utils.get_dataset``: the solved example is a 500-token sample grown 5 noise lines at a time; the task's
+samples grow 10 at a time (``sys_vartrack_w_noise_random``'s default)."""
 CWE_STEP = 10
-"""The haystack steps lm-eval's ``vt`` (solved example, question) and ``cwe`` generators use."""
-PROBES = 8
-"""Draws measured when checking that a generator's smallest haystack fits (its names are random)."""
+"""``cwe``'s list grows 10 words at a time (``sys_word_pair_random``'s default)."""
+DRAWS = 16
+"""Seeded draws measured at the smallest haystack (random names and values change the token count a little)."""
 
 
 class DoesNotFit(ValueError):
@@ -60,52 +59,95 @@ def _tokens(tokenizer, text: str) -> int:
     return len(tokenizer(text).input_ids)
 
 
-def smallest_length(task: str, tokenizer) -> int:
-    """The length lm-eval's ``ruler_vt``/``ruler_cwe`` generator needs to fit its smallest haystack, as its own length
-    search measures it (the prompt with its answer, the tokens it generates and, for ``vt``, its solved example),
-    over :data:`PROBES` draws. Below it the search ends at zero noises or words: ``vt`` then retries forever and
-    ``cwe`` asks for the 10 most common words of an empty list (lm-eval's scoring divides by zero)."""
-    from lm_eval.tasks.ruler import cwe_utils, vt_utils
+@contextlib.contextmanager
+def kept_rng(seed: int = 0):
+    """Run a block on the global ``random`` and ``numpy.random`` generators seeded with ``seed``; put them back
+    where they were afterwards (a measurement must not move the draws of the samples that follow)."""
+    import numpy as np
 
-    state = random.getstate()
+    state, np_state = random.getstate(), np.random.get_state()
     try:
-        random.seed(0)
-        if task == "ruler_cwe":
-            worst = 0
-            for _ in range(PROBES):
-                example, text, answer = cwe_utils.generate_input_output(CWE_STEP, 0)
-                numbered = " ".join(f"{i + 1}. {w}" for i, w in enumerate(answer))
-                worst = max(worst, _tokens(tokenizer, example + "\n" + text + " " + numbered) + 120)
-            return worst
-        if task == "ruler_vt":
-            solved = vt_solved_length(tokenizer)
-            worst = 0
-            for _ in range(PROBES):
-                text, answer = vt_utils.generate_input_output(VT_STEP, 1, 4)
-                worst = max(worst, _tokens(tokenizer, text + f" {answer}") + 30)
-            return worst + solved
+        random.seed(seed)
+        np.random.seed(seed)
+        yield
     finally:
         random.setstate(state)
-    raise ValueError(f"task={task!r}; allowed: ruler_vt or ruler_cwe (the generators whose search can end at zero)")
+        np.random.set_state(np_state)
 
 
-def vt_solved_length(tokenizer) -> int:
-    """Tokens of ``vt``'s solved example as it is prepended (its answer and two newlines). Its generator searches at
-    :data:`VT_SOLVED_STEP` noises within :data:`VT_SOLVED_LENGTH` tokens and retries forever when even that does not
-    fit: :class:`DoesNotFit` then."""
+def _worst(counts: list[int]) -> int:
+    """The largest of the measured counts plus their spread: a margin for the draws not measured."""
+    return max(counts) + (max(counts) - min(counts))
+
+
+def vt_minimum(tokenizer, noises: int, is_icl: bool, example_tokens: int) -> int:
+    """The smallest ``max_seq_length`` at which lm-eval's vt measures ``noises`` noise lines as fitting: its first
+    measurement (the input and the answer list) plus its 30 generated tokens and the solved example's tokens, the
+    worst of :data:`DRAWS` seeded draws plus their spread."""
     from lm_eval.tasks.ruler import vt_utils
 
-    worst = 0
-    for _ in range(PROBES):
-        text, answer = vt_utils.generate_input_output(VT_SOLVED_STEP, 1, 4, is_icl=True)
-        fit = _tokens(tokenizer, text + f" {answer}") + 30
-        if fit > VT_SOLVED_LENGTH:
-            raise DoesNotFit(f"ruler_vt: lm-eval's solved example takes {fit} tokens with this tokenizer at its "
-                             f"smallest ({VT_SOLVED_STEP} noises) and must fit {VT_SOLVED_LENGTH}; its generator "
-                             "would never return; allowed: a tokenizer that writes it in fewer tokens, or the "
-                             "suite's own vt")
-        worst = max(worst, _tokens(tokenizer, text + " " + " ".join(answer) + "\n\n"))
-    return worst
+    with kept_rng():
+        counts = [_tokens(tokenizer, text + f" {answer}") for text, answer in
+                  (vt_utils.generate_input_output(noises, 1, 4, is_icl=is_icl) for _ in range(DRAWS))]
+    return _worst(counts) + vt_utils.CONFIG["variable_tracking"]["tokens_to_generate"] + example_tokens
+
+
+def vt_solved(tokenizer) -> tuple[dict, int]:
+    """lm-eval's solved vt example (``vt_utils.get_dataset``'s first call, on the global generators as they are)
+    and its tokens as vt counts them. :class:`DoesNotFit` when even its smallest step does not fit
+    :data:`VT_SOLVED_LENGTH` (lm-eval would loop forever at every length)."""
+    from lm_eval.tasks.ruler import vt_utils
+
+    need = vt_minimum(tokenizer, VT_SOLVED_STEP, True, 0)
+    if need > VT_SOLVED_LENGTH:
+        raise DoesNotFit(f"ruler_vt: lm-eval's solved example needs {need} tokens with this tokenizer at its "
+                         f"smallest ({VT_SOLVED_STEP} noise lines) and must fit {VT_SOLVED_LENGTH}; its generator "
+                         "would never return at any length; allowed: a tokenizer that writes it in fewer tokens, "
+                         "or the suite's own vt")
+    with _quiet():
+        icl = vt_utils.sys_vartrack_w_noise_random(tokenizer=tokenizer, num_samples=1,
+                                                   max_seq_length=VT_SOLVED_LENGTH, incremental=VT_SOLVED_STEP)[0]
+    return icl, _tokens(tokenizer, icl["input"] + " " + " ".join(icl["outputs"]) + "\n\n")
+
+
+def vt_fits(tokenizer, max_seq_length: int, incremental: int = VT_STEP) -> tuple[bool, int]:
+    """Whether lm-eval's ``ruler_vt`` can build a sample of ``max_seq_length`` tokens, and the smallest length at
+    which it can. Its sampler starts at ``incremental`` noise lines and, when a sample is too long, retries in a
+    ``while True`` that only shrinks down to ``incremental``: if even that many lines, the solved example and the
+    30 generated tokens do not fit, it never returns. Measured with seeded draws (the global generators are left
+    where they were), so the answer is the same on every call."""
+    if not isinstance(incremental, int) or incremental < 1:
+        raise ValueError(f"incremental={incremental!r}; allowed: an integer >= 1")
+    with kept_rng():
+        _, example_tokens = vt_solved(tokenizer)
+    need = vt_minimum(tokenizer, incremental, False, example_tokens)
+    return max_seq_length >= need, need
+
+
+def cwe_minimum(tokenizer) -> int:
+    """The smallest length at which lm-eval's cwe search keeps its first step (:data:`CWE_STEP` words): the solved
+    example, the list and the numbered answer as its search measures them, plus its 120 generated tokens (worst of
+    :data:`DRAWS` seeded draws plus their spread). Below it the list is empty."""
+    from lm_eval.tasks.ruler import cwe_utils
+
+    counts = []
+    with kept_rng():
+        for _ in range(DRAWS):
+            example, text, answer = cwe_utils.generate_input_output(CWE_STEP, 0)
+            numbered = " ".join(f"{i + 1}. {w}" for i, w in enumerate(answer))
+            counts.append(_tokens(tokenizer, example + "\n" + text + " " + numbered))
+    return _worst(counts) + cwe_utils.CONFIG["tokens_to_generate"]
+
+
+def smallest_length(task: str, tokenizer) -> int:
+    """The shortest length lm-eval's ``ruler_vt`` or ``ruler_cwe`` generator can fill: below it its search ends at
+    zero noises or words, and ``vt`` then retries forever while ``cwe`` asks for the 10 most common words of an
+    empty list (lm-eval's scoring divides by zero)."""
+    if task == "ruler_vt":
+        return vt_fits(tokenizer, 0)[1]
+    if task == "ruler_cwe":
+        return cwe_minimum(tokenizer)
+    raise ValueError(f"task={task!r}; allowed: ruler_vt or ruler_cwe (the generators whose search can end at zero)")
 
 
 def _check_fits(task: str, tokenizer, length: int) -> None:
@@ -139,10 +181,8 @@ def samples_at(task: str, tokenizer, length: int, samples: int, essays: Sequence
         from lm_eval.tasks.ruler import vt_utils
 
         _check_fits(task, tokenizer, length)
+        solved, _ = vt_solved(tokenizer)
         with _quiet():
-            solved = vt_utils.sys_vartrack_w_noise_random(tokenizer=tokenizer, num_samples=1,
-                                                          max_seq_length=VT_SOLVED_LENGTH,
-                                                          incremental=VT_SOLVED_STEP)[0]
             return vt_utils.sys_vartrack_w_noise_random(tokenizer=tokenizer, num_samples=samples,
                                                         max_seq_length=length, icl_example=solved)
     if task == "ruler_cwe":
