@@ -35,6 +35,8 @@ NIAH_SETTINGS: dict[str, dict[str, Any]] = {
 }
 """Each NIAH task's arguments to lm-eval's ``generate_samples``, as its ``niah_utils`` passes them (a test checks
 that both give the same samples)."""
+LM_EVAL_SAMPLES = 500
+"""Samples per length lm-eval's RULER makes."""
 SYNTHETIC = tuple(NIAH_SETTINGS) + ("ruler_vt", "ruler_cwe", "ruler_fwe")
 """The RULER tasks built here, offline."""
 DOWNLOADS = {
@@ -202,10 +204,12 @@ def samples_at(task: str, tokenizer, length: int, samples: int, essays: Sequence
     raise ValueError(f"task={task!r}; allowed: {', '.join(SYNTHETIC)}")
 
 
-def dataset_builder(task: str, tokenizer, lengths: Sequence[int], samples: int,
+def dataset_builder(task: str, tokenizer, lengths: Sequence[int], samples: int | None,
                     essays: Sequence[str]) -> Callable[..., dict]:
-    """A ``custom_dataset`` for lm-eval's task config: ``samples`` per length, every length in turn, as lm-eval's
-    RULER returns them (``{"test": Dataset}``); it ignores the metadata lm-eval passes."""
+    """A ``custom_dataset`` for lm-eval's task config: ``samples`` per length (None: lm-eval's
+    :data:`LM_EVAL_SAMPLES`), every length in turn, as lm-eval's RULER returns them (``{"test": Dataset}``); it
+    ignores the metadata lm-eval passes."""
+    samples = LM_EVAL_SAMPLES if samples is None else samples
     if task not in SYNTHETIC and task not in DOWNLOADS:
         raise ValueError(f"task={task!r}; allowed: {', '.join(SYNTHETIC)}")
     if task in DOWNLOADS:

@@ -22,7 +22,8 @@ class HarnessRun:
     Attributes:
         tasks: lm-eval task, group or tag names (and :data:`repro.harness.tasks.ALIASES`).
         lengths: prompt lengths in tokens of the tasks that have one (RULER, BABILong).
-        samples: samples per task and length (RULER, BABILong: generated or read; other tasks: lm-eval's ``limit``).
+        samples: samples per task and length (RULER, BABILong: generated or read; other tasks: their first
+            ``samples`` documents); None: all documents (RULER: lm-eval's 500 per length).
         seed: lm-eval's seeds (Python, numpy, torch, few-shot), which also make RULER's samples.
         batch_size: lm-eval's batch size.
         data: folder of local dataset copies (``<data>/<hub dataset id>``); None: the datasets cache only.
@@ -33,7 +34,7 @@ class HarnessRun:
 
     tasks: tuple[str, ...]
     lengths: tuple[int, ...] = ()
-    samples: int = 4
+    samples: int | None = 4
     seed: int = 0
     batch_size: int = 1
     data: str | None = None
@@ -49,6 +50,8 @@ def prepare(run: HarnessRun, tokenizer):
 
     if not run.tasks:
         raise ValueError("no harness tasks; allowed: lm-eval task names such as niah_single_1, babilong, mmlu")
+    if run.samples is not None and run.samples < 1:
+        raise ValueError(f"samples={run.samples!r}; allowed: an integer >= 1, or None for all documents")
     if any(n <= 0 for n in run.lengths):
         raise ValueError(f"lengths {list(run.lengths)}; allowed: positive token counts")
     tm = task_manager()
@@ -90,7 +93,7 @@ def evaluate(model, tokenizer, run: HarnessRun, tasks: dict | None = None, progr
               **({"max_length": max_length} if max_length else {}))
     unsafe = any(name in UNSAFE_CODE_TASKS for name in tasks)
     first = {name: list(range(min(run.samples, len(t.eval_docs)))) for name, t in tasks.items()
-             if not _sized(t)}  # tasks read from a dataset: their first ``samples`` documents
+             if not _sized(t) and run.samples is not None}  # tasks read from a dataset: their first documents
     out = lm_eval.simple_evaluate(model=lm, tasks=list(tasks.values()), samples=first or None,
                                   log_samples=True, random_seed=run.seed, numpy_random_seed=run.seed,
                                   torch_random_seed=run.seed, fewshot_random_seed=run.seed,

@@ -16,6 +16,7 @@ A task whose data is in neither place stops with :class:`MissingData` before the
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,8 +58,9 @@ class Leaf:
         return {**self.config, **self.overrides}
 
 
+@functools.lru_cache(maxsize=1)
 def task_manager():
-    """lm-eval's task index (its bundled YAMLs)."""
+    """lm-eval's task index (its bundled YAMLs; built once per process, about 6 s)."""
     from lm_eval.tasks import TaskManager
 
     return TaskManager()
@@ -132,7 +134,7 @@ def _where(data: Path | None, dataset_path: str) -> str:
             f"(hf download --repo-type dataset {dataset_path} --local-dir {place})")
 
 
-def babilong_loader(local: Path, configs: Sequence[str], samples: int):
+def babilong_loader(local: Path, configs: Sequence[str], samples: int | None):
     """``custom_dataset`` for lm-eval's BABILong task: its split (``qa_split``) from the local copy, the first
     ``samples`` of every config of ``configs`` concatenated, with a ``length`` column (the config's tokens)."""
 
@@ -142,14 +144,14 @@ def babilong_loader(local: Path, configs: Sequence[str], samples: int):
         parts = []
         for c in configs:
             ds = datasets.load_dataset(str(local), name=c, split=qa_split)
-            ds = ds.select(range(min(samples, len(ds))))
+            ds = ds if samples is None else ds.select(range(min(samples, len(ds))))
             parts.append(ds.add_column("length", [1024 * int(c[:-1])] * len(ds)))
         return {qa_split: datasets.concatenate_datasets(parts)}
 
     return load
 
 
-def resolve(names: Sequence[str], tokenizer, lengths: Sequence[int], samples: int, essays: Sequence[str],
+def resolve(names: Sequence[str], tokenizer, lengths: Sequence[int], samples: int | None, essays: Sequence[str],
             data: str | os.PathLike | None = None, tm=None) -> list[Leaf]:
     """The leaves of ``names`` with the overrides that run them offline; raises :class:`MissingData` (one line) for
     the first task whose data is not here and ``ValueError`` for an unknown name or a length a task cannot use."""

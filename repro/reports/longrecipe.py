@@ -167,8 +167,10 @@ def _claim(ours: Mapping[str, float | None], order: Sequence[str], noise: Noise)
             + (f"; {ties} step(s) tied within noise" if ties else "") + ")")
 
 
-def lr_tab2(suite, lm, p: Profile) -> Report:
-    """Short-context stand-ins before replay, after replay and after merging with the base (Eq. 8).
+def lr_tab2(suite, lm, p: Profile, general: dict | None = None) -> Report:
+    """Short-context stand-ins before replay, after replay and after merging with the base (Eq. 8); with
+    ``general`` (checkpoint name -> :func:`repro.stages.general_abilities` record, paper profile) each of
+    ``longrecipe.general_benchmarks`` (MMLU, GSM8K, HumanEval through lm-evaluation-harness) gets a column too.
 
     Each step counts when significant: NIAH by the paired test over prompts; the LM loss (one mean per
     checkpoint is recorded, no per-window losses) by the training-seed spread of the loss where a stage has
@@ -188,6 +190,9 @@ def lr_tab2(suite, lm, p: Profile) -> Report:
         for label, s in zip(("before replay", "after replay", "after merging"), stages):
             row[f"LM loss @{window} {label}"] = cell([v[1] for v in vals[s]], scale=1, digits=4)
             row[f"NIAH @{window} {label}"] = cell([v[0] for v in vals[s]], scale=1)
+        for bench in p.longrecipe.general_benchmarks:
+            row[f"{bench} before / after replay / after merging"] = " / ".join(
+                _bench_cell((general or {}).get(s), bench) for s in stages)
         pap = LR_TAB2.get(name)
         row["paper MMLU before / after replay / after merging"] = " / ".join(map(str, pap)) if pap else "-"
         rows.append(row)
@@ -222,7 +227,10 @@ def lr_tab2(suite, lm, p: Profile) -> Report:
                f"{p.longrecipe.replay_lr_ratio:g} x the learning rate) and after merging with the base model "
                f"(lambda = {p.longrecipe.merge_lambdas}). Base model LM loss: "
                f"{'n/a' if base_loss is None else round(base_loss, 4)}. {_seeds_note(groups, stage_arms)} "
-               f"Scale: {scale_note(p, p.longrecipe.eval_samples)}.")
+               f"Scale: {scale_note(p, p.longrecipe.eval_samples)}."
+               + (f" {', '.join(p.longrecipe.general_benchmarks)}: lm-evaluation-harness's own tasks on each "
+                  "checkpoint (accuracy ± SE over its samples, in percent; n/a: not run)."
+                  if p.longrecipe.general_benchmarks else ""))
     return Report("LR-Tab2", [{"name": "LR-Tab2", "rows": rows, "columns": list(rows[0]) if rows else [],
                                "caption": caption}],
                   ours="; ".join(f"{r['method']} loss " + " -> ".join(str(r[k]) for k in r if k.startswith("LM loss"))
@@ -230,6 +238,14 @@ def lr_tab2(suite, lm, p: Profile) -> Report:
                   agrees=combine_verdicts(lv, nv),
                   note=f"as MMLU rises at each stage in the paper: LM loss falls on {loss_how}; "
                        f"NIAH @{window} rises on {niah_how}")
+
+
+def _bench_cell(record: dict | None, bench: str) -> str:
+    """``accuracy ± SE`` in percent of one benchmark in a general-ability record; ``n/a`` without it."""
+    from repro.general import benchmark_accuracy
+
+    got = benchmark_accuracy(record, bench) if record else None
+    return "n/a" if got is None else f"{100 * got[0]:.1f} ± {100 * got[1]:.1f}"
 
 
 def _steps(outcomes: Sequence[tuple[str, bool]]) -> tuple[str, str]:

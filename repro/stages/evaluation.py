@@ -298,11 +298,14 @@ def run_rp_curve(profile: Profile | str, name: str, run_dir: str | Path = "runs"
             for step, path in curve_checkpoints(checkpoint_path(p, name, run_dir)).items()}
 
 
-def general_abilities(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False) -> dict:
+def general_abilities(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
+                      data: str | Path | None = None, progress: bool = True) -> dict:
     """The paper's general-ability benchmarks (``longrecipe.general_benchmarks``) on a checkpoint, cached.
 
-    Runs lm-evaluation-harness (:func:`repro.general.lm_eval_scores`; GPU profile). Returns
-    ``{}`` when no benchmark is configured (the tiny profile uses :func:`short_lm_loss` instead).
+    Runs lm-evaluation-harness's own task definitions offline on the checkpoint loaded the suite's way
+    (:func:`repro.general.lm_eval_scores`; datasets from ``data``, a folder of local copies, or the datasets
+    cache). Returns the suite's summary record (``cells``, ``groups``, ``harness``), or ``{}`` when no benchmark
+    is configured (the tiny profile uses :func:`short_lm_loss` instead).
     """
     from repro.general import lm_eval_scores
 
@@ -311,5 +314,6 @@ def general_abilities(profile: Profile | str, name: str, run_dir: str | Path = "
     if not tasks:
         return {}
     ckpt = checkpoint_path(p, name, run_dir)
-    key = stage_key("general", {"ckpt": checkpoint_id(ckpt, run_dir), "tasks": tasks})
-    return cached_json(eval_path(run_dir, p, f"general-{name}-{key}"), force, lambda: lm_eval_scores(ckpt, tasks))
+    key = stage_key("general", {"ckpt": checkpoint_id(ckpt, run_dir), "tasks": tasks, "harness": "lm-eval"})
+    return cached_json(eval_path(run_dir, p, f"general-{name}-{key}"), force,
+                       lambda: lm_eval_scores(ckpt, tasks, data=data, progress=progress))

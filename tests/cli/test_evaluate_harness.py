@@ -14,28 +14,7 @@ import torch
 pytest.importorskip("lm_eval")
 
 from repro.io import read_jsonl  # noqa: E402
-
-QUESTIONS = [  # (question, choices, answer index): a local copy of two MMLU-style rows and one dev row
-    ("Which number is even?", ["3", "4", "5", "7"], 1),
-    ("What is 2 + 3?", ["5", "6", "1", "0"], 0),
-    ("Which is a prime number?", ["8", "9", "10", "11"], 3),
-]
-
-
-def write_local_mmlu(root):
-    """A copy of the hub dataset ``cais/mmlu`` as ``hf download`` lays it out (a dataset card naming the configs,
-    one folder of split files per config), with only the ``abstract_algebra`` config and a few rows."""
-    folder = root / "cais" / "mmlu"
-    (folder / "abstract_algebra").mkdir(parents=True)
-    (folder / "README.md").write_text(
-        "---\nconfigs:\n- config_name: abstract_algebra\n  data_files:\n"
-        "  - split: test\n    path: abstract_algebra/test.jsonl\n"
-        "  - split: dev\n    path: abstract_algebra/dev.jsonl\n---\n")
-    rows = [{"question": q, "subject": "abstract_algebra", "choices": c, "answer": a} for q, c, a in QUESTIONS]
-    (folder / "abstract_algebra" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
-    (folder / "abstract_algebra" / "dev.jsonl").write_text(json.dumps(rows[2]) + "\n")
-    return root
-
+from tests.harness.local_data import QUESTIONS, write_local_mmlu  # noqa: E402
 
 def repro(*argv, cache, timeout=240):
     env = {**os.environ, "REPRO_CACHE": str(cache), "PYTHONPATH": os.getcwd()}

@@ -180,3 +180,26 @@ def test_lr_fig3_verdict_from_tags():
     assert rep.agrees == "yes"
     (anchor,) = rep.tables[1]["rows"]
     assert anchor["token"] == "'t5'" and anchor["POS (majority)"] == "NUM" and anchor["share in top tokens"] == 1.0
+
+
+def test_lr_tab2_shows_the_harness_benchmarks_when_the_paper_profile_ran_them():
+    import dataclasses
+
+    from repro.tasks.summary import summarize
+
+    p = dataclasses.replace(P, longrecipe=dataclasses.replace(P.longrecipe, general_benchmarks=("mmlu", "gsm8k")))
+    suite = {n: {"short": arm(0, 0, s)["short"]} for n, s in
+             [("pose", 0.5), ("pose+replay", 0.75), ("pose+merge", 1.0)]}
+    lm = {"pose": {"loss": 3.0}, "pose+replay": {"loss": 2.5}, "pose+merge": {"loss": 2.7}}
+
+    def record(scores):
+        return {"cells": summarize([{"task": "mmlu_a", "target_length": None, "score": s} for s in scores]),
+                "groups": {"mmlu": ["mmlu_a"], "gsm8k": ["gsm8k"]}}
+
+    general = {"pose": record([0, 1, 0, 0]), "pose+replay": record([1, 1, 0, 0])}
+    (row,) = lrr.lr_tab2(suite, lm, p, general).tables[0]["rows"]
+    # 1/4 correct: 25.0 ± sqrt(.25 * .75 / 4); merging not run; GSM8K not in the records
+    assert row["mmlu before / after replay / after merging"] == "25.0 ± 21.7 / 50.0 ± 25.0 / n/a"
+    assert row["gsm8k before / after replay / after merging"] == "n/a / n/a / n/a"
+    assert "mmlu, gsm8k: lm-evaluation-harness's own tasks" in lrr.lr_tab2(suite, lm, p, general).tables[0]["caption"]
+    assert "mmlu before / after replay / after merging" not in lrr.lr_tab2(suite, lm, P).tables[0]["rows"][0]
