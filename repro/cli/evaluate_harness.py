@@ -5,7 +5,8 @@ the tasks are lm-eval's YAML definitions (:mod:`repro.harness.tasks`), RULER's s
 with the offline haystack (:mod:`repro.harness.ruler`). Nothing is fetched: a task whose data is not here stops
 before the model loads, with one line naming the dataset and where to put it. The outputs are those of the suite's
 ``evaluate`` (``predictions.jsonl``, ``summary.json``, ``summary.md``); ``summary.json`` adds ``harness`` (lm-eval's
-version and where each task's data came from).
+version and where each task's data came from) and ``groups`` (the leaf tasks of each name in ``--tasks``, which
+:func:`repro.general.benchmark_accuracy` pools).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
     from repro.harness.results import harness_versions
     from repro.harness.ruler import DoesNotFit
     from repro.harness.run import HarnessRun, evaluate, prepare, quiet_lm_eval_logs
-    from repro.harness.tasks import MissingData
+    from repro.harness.tasks import MissingData, leaf_names, task_manager
     from repro.tasks.summary import markdown
 
     quiet_lm_eval_logs(not args.no_progress)
@@ -59,8 +60,9 @@ def main(args: argparse.Namespace) -> int:
     rows = evaluate(model, tok, run, tasks, progress=not args.no_progress)
     lengths = sorted({r["target_length"] for r in rows if r["target_length"] is not None})
     columns = lengths + ([None] if any(r["target_length"] is None for r in rows) else [])
+    groups = {t: leaf_names(task_manager(), [t]) for t in args.tasks}
     cells = write_outputs(out, rows, {"model": str(path), "tasks": args.tasks, "lengths": args.lengths,
-                                      "samples": args.samples, "seed": args.seed,
+                                      "samples": args.samples, "seed": args.seed, "groups": groups,
                                       "harness": {"name": "lm-eval", **harness_versions(),
                                                   "sources": {leaf.name: leaf.source for leaf in leaves}}},
                           columns, [])
