@@ -164,6 +164,16 @@ def evaluate(ws: Workspace, out: Path, *extra: str, **change: str) -> None:
     cli("evaluate", *[x for kv in flags.items() for x in kv], "--no-progress", *extra)
 
 
+def harness(ws: Workspace, out: Path, *extra: str, **change: str) -> None:
+    """``python -m repro evaluate --harness lm-eval`` on the workspace's model (generated data in ``out``'s
+    sibling cache folder), flags replaced by ``change``; a flag set to None is left out."""
+    flags = {"--model": ws.model, "--tasks": "niah_single_1", "--lengths": "1024", "--samples": "1", "--out": out,
+             "--cache": ws.root / "harness-cache"}
+    flags.update({"--" + k.replace("_", "-"): v for k, v in change.items()})
+    cli("evaluate", "--harness", "lm-eval", *[x for kv in flags.items() if kv[1] is not None for x in kv],
+        "--no-progress", *extra)
+
+
 def model_copy(ws: Workspace, name: str, **config: object) -> Path:
     """A copy of the workspace model (weights, config and tokenizer) with ``config`` fields replaced."""
     dst = ws.root / name
@@ -853,6 +863,48 @@ CASES: list[Case] = [
                              "--length", "100000", "--out", out, "--no-progress"),
          UsageExit, r"--length 100000 is longer than allowed: the longest document of --data .* has (\d+) tokens; "
          r"allowed: --length <= \d+ \(or longer documents\)", out=True),
+    # evaluate --harness lm-eval: lm-evaluation-harness's tasks, offline
+    Case("E160", CLI_EVAL, "`--harness lm-eval --tasks niah_singel_1` (a misspelt lm-eval task)",
+         lambda ws, out: harness(ws, out, tasks="niah_singel_1"), UsageExit,
+         r"--tasks/--lengths: unknown lm-eval task 'niah_singel_1'; allowed: an lm-eval task, group or tag "
+         r"\(close: niah_single_1.*\), or cwe, fwe, "),
+    Case("E161", CLI_EVAL, "`--harness lm-eval --tasks qa_squad` (lm-eval downloads its documents over HTTP)",
+         lambda ws, out: harness(ws, out, tasks="qa_squad"), UsageExit,
+         r"ruler_qa_squad needs SQuAD 2.0's dev set \(dev-v2.0.json\), which lm-eval's RULER downloads over "
+         r"HTTP; offline runs do not fetch it; allowed offline: niah_single_1, .*ruler_fwe \(or the suite's own "
+         r"qa_1, qa_2\)"),
+    Case("E162", CLI_EVAL, "`--harness lm-eval --tasks babilong_qa1 --data` a folder without BABILong's copy",
+         lambda ws, out: harness(ws, out, tasks="babilong_qa1", data=ws.texts), UsageExit,
+         r"babilong_qa1 needs BABILong \(RMT-team/babilong-1k-samples\); put a copy of the hub dataset "
+         r"RMT-team/babilong-1k-samples in .*/texts/RMT-team/babilong-1k-samples \(hf download --repo-type dataset "
+         r"RMT-team/babilong-1k-samples --local-dir .*\)"),
+    Case("E163", CLI_EVAL, "`--harness lm-eval --tasks babilong_qa1 --lengths 1000` (not a BABILong length)",
+         lambda ws, out: harness(ws, out, tasks="babilong_qa1", lengths="1000", data=ws.root / "babilong"),
+         UsageExit, r"--tasks/--lengths: BABILong length 1000; allowed: 0, 1024, .*131072 tokens \(0k, 1k, ",
+         setup=lambda ws, out: (ws.root / "babilong" / "RMT-team" / "babilong-1k-samples").mkdir(
+             parents=True, exist_ok=True)),
+    Case("E164", CLI_EVAL, "`--harness lm-eval --tasks cwe --lengths 512` (lm-eval's cwe would list no words)",
+         lambda ws, out: harness(ws, out, tasks="cwe", lengths="512"), UsageExit,
+         r"ruler_cwe: length 512 is shorter than lm-eval's smallest ruler_cwe prompt with this tokenizer \(\d+ "
+         r"tokens .*\); its generator would make prompts with no words; allowed: a length >= \d+"),
+    Case("E165", CLI_EVAL, "`--harness lm-eval --tasks vt` with a 400-entry tokenizer (lm-eval's vt would loop "
+                           "forever)",
+         lambda ws, out: harness(ws, out, tasks="vt"), UsageExit,
+         r"ruler_vt: (lm-eval's solved example needs \d+ tokens .* would never return at any length|length 1024 is "
+         r"shorter than lm-eval's smallest ruler_vt prompt .* would never return); allowed: "),
+    Case("E166", CLI_EVAL, "`--harness lm-eval --tasks niah_single_1` without `--lengths`",
+         lambda ws, out: harness(ws, out, lengths=None), UsageExit,
+         r"--tasks/--lengths: niah_single_1 needs --lengths; allowed: token counts such as 1024,2048"),
+    Case("E167", CLI_EVAL, "`--harness lm-eval --data` a file", lambda ws, out: harness(ws, out, data=ws.texts /
+                                                                                        "doc0.txt"),
+         UsageExit, r"--data '.*doc0.txt' is not a folder; allowed: a folder of dataset copies, <data>/<hub "
+         r"dataset id>"),
+    Case("E168", CLI_EVAL, "`--harness lm-eval --essays` a missing path",
+         lambda ws, out: harness(ws, out, essays=ws.root / "no-essays"), UsageExit,
+         r"--essays: essays '.*no-essays' does not exist; allowed: a folder of text files or one text file"),
+    Case("E169", CLI_EVAL, "`--data` without `--harness`", lambda ws, out: evaluate(ws, out, data=ws.texts),
+         UsageExit, r"--data is an option of --harness lm-eval; allowed: --harness lm-eval with it, or the suite's "
+         r"tasks without it"),
     # legal but surprising: the command runs to its end with one warning line
     Case("E150", DATA, "`--data folder:` holding a .txt of 50,000 NUL bytes beside real texts",
          warned(lambda ws, out: train(ws, out, data=f"folder:{nul_texts(ws)}")), UsageWarning,

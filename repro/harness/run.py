@@ -59,7 +59,8 @@ def prepare(run: HarnessRun, tokenizer):
     leaves = resolve(run.tasks, tokenizer, run.lengths, run.samples, words, run.data, tm=tm)
     needs_length = [leaf.name for leaf in leaves if leaf.kind in ("ruler", "babilong")]
     if needs_length and not run.lengths:
-        raise ValueError(f"{', '.join(needs_length)} need --lengths; allowed: token counts such as 1024,2048")
+        raise ValueError(f"{', '.join(needs_length)} need{'s' if len(needs_length) == 1 else ''} --lengths; "
+                         "allowed: token counts such as 1024,2048")
     _seed(run.seed)
     return leaves, build(leaves, run.data, tm=tm)
 
