@@ -863,6 +863,18 @@ CASES: list[Case] = [
                              "--length", "100000", "--out", out, "--no-progress"),
          UsageExit, r"--length 100000 is longer than allowed: the longest document of --data .* has (\d+) tokens; "
          r"allowed: --length <= \d+ \(or longer documents\)", out=True),
+    # legal but surprising: the command runs to its end with one warning line
+    Case("E150", DATA, "`--data folder:` holding a .txt of 50,000 NUL bytes beside real texts",
+         warned(lambda ws, out: train(ws, out, data=f"folder:{nul_texts(ws)}")), UsageWarning,
+         r"warning: .*blob.txt.*NUL bytes \(50000 of 50000.*skipped"),
+    Case("E151", CKPT, "`train --target 256` on a model whose max_position_embeddings is 128",
+         warned(lambda ws, out: train(ws, out, model=model_copy(ws, "short-positions", max_position_embeddings=128),
+                                      target="256")), UsageWarning,
+         r"warning: --model's max_position_embeddings is 128, below --target 256: .* will say "
+         r"max_position_embeddings=256"),
+    Case("E152", TOKENIZER, "`train --model` whose tokenizer has no pad token",
+         warned(lambda ws, out: train(ws, out, model=tokenizer_without_pad(ws))), UsageWarning,
+         r"warning: .*has no pad token.*"),
     # evaluate --harness lm-eval: lm-evaluation-harness's tasks, offline
     Case("E160", CLI_EVAL, "`--harness lm-eval --tasks niah_singel_1` (a misspelt lm-eval task)",
          lambda ws, out: harness(ws, out, tasks="niah_singel_1"), UsageExit,
@@ -905,18 +917,6 @@ CASES: list[Case] = [
     Case("E169", CLI_EVAL, "`--data` without `--harness`", lambda ws, out: evaluate(ws, out, data=ws.texts),
          UsageExit, r"--data is an option of --harness lm-eval; allowed: --harness lm-eval with it, or the suite's "
          r"tasks without it"),
-    # legal but surprising: the command runs to its end with one warning line
-    Case("E150", DATA, "`--data folder:` holding a .txt of 50,000 NUL bytes beside real texts",
-         warned(lambda ws, out: train(ws, out, data=f"folder:{nul_texts(ws)}")), UsageWarning,
-         r"warning: .*blob.txt.*NUL bytes \(50000 of 50000.*skipped"),
-    Case("E151", CKPT, "`train --target 256` on a model whose max_position_embeddings is 128",
-         warned(lambda ws, out: train(ws, out, model=model_copy(ws, "short-positions", max_position_embeddings=128),
-                                      target="256")), UsageWarning,
-         r"warning: --model's max_position_embeddings is 128, below --target 256: .* will say "
-         r"max_position_embeddings=256"),
-    Case("E152", TOKENIZER, "`train --model` whose tokenizer has no pad token",
-         warned(lambda ws, out: train(ws, out, model=tokenizer_without_pad(ws))), UsageWarning,
-         r"warning: .*has no pad token.*"),
 ]
 
 
