@@ -917,6 +917,12 @@ CASES: list[Case] = [
     Case("E169", CLI_EVAL, "`--data` without `--harness`", lambda ws, out: evaluate(ws, out, data=ws.texts),
          UsageExit, r"--data is an option of --harness lm-eval; allowed: --harness lm-eval with it, or the suite's "
          r"tasks without it"),
+    Case("E170", CLI_EVAL, "`--harness lm-eval --tasks mmlu_abstract_algebra`, its dataset neither in `--data` nor "
+                           "in the datasets cache (offline)",
+         lambda ws, out: harness(ws, out, tasks="mmlu_abstract_algebra", data=ws.texts), UsageExit,
+         r"mmlu_abstract_algebra needs the dataset cais/mmlu \(abstract_algebra\), not in the datasets cache; put a "
+         r"copy of the hub dataset cais/mmlu in .*/texts/cais/mmlu \(hf download --repo-type dataset cais/mmlu "
+         r"--local-dir .*/texts/cais/mmlu\)", out=True),
 ]
 
 

@@ -30,13 +30,10 @@ def _length(doc: dict) -> int | None:
 
 
 def _prompt(sample: dict) -> str:
+    """The context lm-eval gave the model: the first argument of its request (its ``gen_prefix`` already appended)."""
     args = sample.get("arguments") or [[""]]
-    first = args[0] if isinstance(args, list) and args else args
-    if isinstance(first, (list, tuple)) and first:
-        first = first[0]
-    text = str(first)
-    prefix = (sample.get("doc") or {}).get("gen_prefix")
-    return text if not prefix or text.endswith(prefix) else text  # the gen_prefix is already in the context
+    first = args[0] if isinstance(args, (list, tuple)) and args else args
+    return str(first[0] if isinstance(first, (list, tuple)) and first else first)
 
 
 def _pred(sample: dict) -> str:

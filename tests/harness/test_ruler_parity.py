@@ -7,6 +7,7 @@ import random
 import pytest
 
 from repro.harness import parity as P
+from repro.harness import parity_doc as D
 from repro.pipeline import REPO
 
 LENGTH = P.LENGTH
@@ -108,14 +109,14 @@ def test_the_harness_side_is_seeded_and_reads_its_task_settings(offline, small_t
 
 
 def test_the_tiny_tokenizer_is_the_tests_tokenizer(small_tokenizer):
-    assert P.tiny_tokenizer().get_vocab() == small_tokenizer.get_vocab()
+    assert D.tiny_tokenizer().get_vocab() == small_tokenizer.get_vocab()
 
 
 def test_the_docs_section_is_what_the_code_writes(rows, small_tokenizer):
-    page = (REPO / P.DOC).read_text()
-    assert P.page_section(page) == P.section(small_tokenizer), \
-        "regenerate: python -m repro.harness.parity --write " + str(P.DOC)
+    page = (REPO / D.DOC).read_text()
+    assert D.page_section(page) == D.section(small_tokenizer), \
+        "regenerate: python -m repro.harness.parity_doc --write " + str(D.DOC)
     for ds in P.DIFFERENCES.values():
         assert all(d.text in page for d in ds)
-    assert P.with_section("# Page\n\n" + P.HEADING + "\nold\n\n## Next\nkept\n", "NEW\n") == \
+    assert D.with_section("# Page\n\n" + D.HEADING + "\nold\n\n## Next\nkept\n", "NEW\n") == \
         "# Page\n\nNEW\n## Next\nkept\n"
