@@ -207,6 +207,11 @@ def build(leaves: Sequence[Leaf], data: str | os.PathLike | None = None, tm=None
             raise
         except Exception as e:  # datasets raises several types offline; name what is missing
             path = str(leaf.config.get("dataset_path") or "")
+            if "dataset_path" in leaf.overrides:  # a local copy that does not load: say why, in one line
+                why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise MissingData(f"{leaf.name}: the copy of {path} in {leaf.overrides['dataset_path']} does not "
+                                  f"load ({type(e).__name__}: {why}); allowed: a copy of the hub dataset repository "
+                                  f"(hf download --repo-type dataset {path} --local-dir ...)") from e
             if leaf.kind == "data" and path and not os.path.isabs(path):
                 name = leaf.config.get("dataset_name")
                 raise MissingData(f"{leaf.name} needs the dataset {path}" + (f" ({name})" if name else "")

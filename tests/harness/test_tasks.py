@@ -68,3 +68,17 @@ def test_babilong_runs_on_a_local_copy_with_lm_evals_prompt(tm, tiny_model_dir, 
         assert r["input"].startswith("I will give you context with the facts about positions")  # its description,
         assert "Charlie went to the hallway." in r["input"]  # its two solved examples (first_n few-shot), the doc
         assert r["input"].endswith(f"\n\n{text}\n{question}")
+
+
+def test_a_local_copy_that_does_not_load_says_why_in_one_line(tm, small_tokenizer, tmp_path):
+    from repro.harness.tasks import MissingData, build, resolve
+
+    copy = tmp_path / "cais" / "mmlu"
+    copy.mkdir(parents=True)
+    (copy / "README.md").write_text("---\nconfigs:\n- config_name: other\n  data_files: other/*.jsonl\n---\n")
+    leaves = resolve(["mmlu_abstract_algebra"], small_tokenizer, [], 2, ["w"], data=tmp_path, tm=tm)
+    assert leaves[0].source == str(copy)
+    with pytest.raises(MissingData, match=rf"^mmlu_abstract_algebra: the copy of cais/mmlu in {copy} does not "
+                                          r"load \(\w+: .*\); allowed: a copy of the hub dataset repository") as e:
+        build(leaves, tmp_path, tm=tm)
+    assert "\n" not in str(e.value)
