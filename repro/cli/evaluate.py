@@ -37,7 +37,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="comma-separated task specs (niah_single_1, vt, niah_position:ordinal=first, ...)")
     e.add_argument("--lengths", type=csv_of(positive_int), default=None,
                    help="comma-separated prompt lengths (required, except for --harness tasks that have none)")
-    e.add_argument("--samples", type=positive_int, default=4, help="samples per task and length (default 4)")
+    e.add_argument("--samples", type=positive_int, default=4,
+                   help="samples per task and length (default 4); --harness: also the first N documents of a "
+                        "task read from a dataset")
     e.add_argument("--depths", type=csv_of(float), default=[0.5],
                    help="evidence depths in [0, 1]; samples are spread over them in turn (default 0.5)")
     e.add_argument("--batch-size", type=positive_int, default=8, help="generation batch size (default 8)")
