@@ -17,12 +17,12 @@ Outputs in ``--out``:
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from repro.cli.common import (CLIError, add_device_args, check_out, csv_of, device_args, load_cli_model,
                               load_tokenizer_from, model_dir, output_dir, positive_int)
-from repro.tasks.summary import markdown, summarize
+from repro.cli.evaluate_outputs import clear_summary, write_outputs
+from repro.tasks.summary import markdown
 
 PRED_FIELDS: tuple[str, ...] = ("index", "pred", "input", "outputs", "others", "truncation", "length",
                                 "task", "target_length", "depth", "seed", "score")
@@ -142,24 +142,6 @@ def predictions(model, tok, tasks: list[str], lengths: list[int], depths: list[f
                 bar.update(len(chunk))
     bar.close()
     return rows, skipped
-
-
-def clear_summary(out: Path) -> None:
-    """Remove a previous run's summary: ``summary.json`` exists only when it matches ``predictions.jsonl``."""
-    for stale in ("summary.json", "summary.md"):
-        (out / stale).unlink(missing_ok=True)
-
-
-def write_outputs(out: Path, rows: list[dict], meta: dict, lengths, skipped: list[dict]) -> list[dict]:
-    """Write ``predictions.jsonl``, then ``summary.json`` (``meta``, the cells, the skipped cells) and
-    ``summary.md``, each atomically, the summary last; returns the cells."""
-    from repro.io import atomic_write_json, atomic_write_text
-
-    cells = summarize(rows)
-    atomic_write_text(out / "predictions.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    atomic_write_json(out / "summary.json", {**meta, "cells": cells, "skipped": skipped})
-    atomic_write_text(out / "summary.md", markdown(cells, lengths))
-    return cells
 
 
 def main(args: argparse.Namespace) -> int:

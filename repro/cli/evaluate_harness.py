@@ -30,7 +30,7 @@ def main(args: argparse.Namespace) -> int:
         offline.go_offline(args.cache, args.essays)  # before lm-eval, datasets or nltk is imported
     except ValueError as e:
         raise CLIError(f"--essays: {e}") from e
-    from repro.cli.evaluate import clear_summary, write_outputs
+    from repro.cli.evaluate_outputs import clear_summary, write_outputs
     from repro.harness.results import harness_versions
     from repro.harness.ruler import DoesNotFit
     from repro.harness.run import HarnessRun, evaluate, prepare, quiet_lm_eval_logs

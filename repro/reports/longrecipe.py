@@ -169,7 +169,7 @@ def _claim(ours: Mapping[str, float | None], order: Sequence[str], noise: Noise)
 
 def lr_tab2(suite, lm, p: Profile, general: dict | None = None) -> Report:
     """Short-context stand-ins before replay, after replay and after merging with the base (Eq. 8); with
-    ``general`` (checkpoint name -> :func:`repro.stages.general_abilities` record, paper profile) each of
+    ``general`` (checkpoint name -> its :func:`repro.general.lm_eval_scores` record, paper profile) each of
     ``longrecipe.general_benchmarks`` (MMLU, GSM8K, HumanEval through lm-evaluation-harness) gets a column too.
 
     Each step counts when significant: NIAH by the paired test over prompts; the LM loss (one mean per
