@@ -1,7 +1,7 @@
 """Building the tiny Llama, loading any HF causal LM, and the one forward path.
 
 Masking policy of :func:`forward` (pinned by ``tests/test_models.py``; see the
-two transformers 5.23 traps in the README):
+two transformers 5.23 traps in docs/own_model.md):
 
 * plain rows: an explicit all-ones ``attention_mask`` (fully causal), so jumps
   in custom ``position_ids`` (PoSE, LongRecipe, skip views) are NOT read as

@@ -1,7 +1,7 @@
 """The base model's curriculum, and LongRecipe's replay stream (the curriculum's last stage).
 
 ``base_curriculum`` teaches the tiny model to copy, then to retrieve, at its
-base window (see the README's testbed section for why plain retrieval training
+base window (see docs/testbed.md, "The tiny testbed", for why plain retrieval training
 does not learn). ``replay`` is the same data at the curriculum's last stage:
 LongRecipe §4.3 replays the base model's own training distribution after extension.
 """
