@@ -44,8 +44,9 @@ HEADLINES: dict[str, Headline] = {
                                                           "ProLong's per-worker sort"),),
         "App. A.3, Table 15 (8 H100s, FSDP): variable-length attention 2780 vs full attention 2770 tokens/s/GPU "
         "(+0.4%), '+ Minibatch reordering 3095 (+11.7%)': 'Our strategy of reordering minibatches is important for "
-        "realizing the speed benefits from variable-length attention' (each device sorts the minibatches of its "
-        "training step by the sum of squared document lengths)."),
+        "realizing the speed benefits from variable-length attention'; App. A.3: 'We sort all the minibatches per "
+        "training step by the sum of the squared lengths of documents in the sequence', which ProLong's code does "
+        "within each device's share of the step (the per-worker sort; our global sort is shown beside it)."),
     "PL-Tab18": Headline(
         (Claim("prolong", "pl_rope_ntk", what="downstream at the target, 2x the dynamic-NTK base vs it"),
          Claim("pl_rope_ntk", "pl_rope_orig", what="downstream at the target, dynamic-NTK base vs the original")),
