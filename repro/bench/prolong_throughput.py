@@ -14,8 +14,9 @@ task rows):
    micro-batches (ProLong accumulates many per device), dealt round-robin to k workers that wait for each other
    after every round; the step time with the micro-batches unsorted and sorted by the sum of squared document
    lengths (:mod:`repro.bench.reorder_sim`), under the cost model fitted on this CPU with ``sdpa_varlen``
-   (:func:`repro.bench.reorder.fit_costs`). One process cannot wait for another, so reordering changes nothing
-   there; its gain exists only across workers, as the paper says.
+   (:func:`repro.bench.reorder.fit_costs`), kept per step, and again under the model fitted on each timed round
+   alone (the spread of those ratios is the fit's timing noise). One process cannot wait for another, so
+   reordering changes nothing there; its gain exists only across workers, as the paper says.
 """
 
 from __future__ import annotations
@@ -42,12 +43,13 @@ def recipe_rows(prepared: str | Path, steps: int | None = None) -> list[dict[str
 def measure_pl_throughput(model: torch.nn.Module, batches: Sequence[dict[str, np.ndarray]], rounds: int = 4,
                           workers: Sequence[int] = (2, 4, 8), group: int = 8, fit: bool = True,
                           threads: int | None = 1, progress: bool = True) -> dict:
-    """PL-Tab15's measurements (module docstring): ``{"single": {arm: {"tokens_per_s", "ratio", ...}},
-    "simulated": {k: {order: {"total", "ratio"}}}, "fit": {...}, "rows": [B, T], "docs_per_row"}``.
+    """PL-Tab15's measurements (module docstring): ``{"single": {arm: {"tokens_per_s", "ratio", "seconds" (per
+    interleaved round), ...}}, "simulated": {k: {order: {"seconds" (per step), "total", "ratio", "round_ratios"}}},
+    "fit": {..., "rounds"}, "rows": [B, T], "docs_per_row"}`` (:func:`_simulated` says what ``round_ratios`` are).
     ``batches``: the recipe's steps (the first is timed in the single-process arms)."""
     from repro.bench.doc_attention import measure_rows
     from repro.bench.reorder import fit_costs
-    from repro.bench.reorder_sim import CostModel, simulate
+    from repro.bench.reorder_sim import CostModel
 
     if not batches or rounds < 1 or group < 1 or any(k < 1 for k in workers):
         raise ValueError(f"{len(batches)} batches, rounds={rounds}, group={group}, workers={workers}; allowed: at "
@@ -72,12 +74,29 @@ def measure_pl_throughput(model: torch.nn.Module, batches: Sequence[dict[str, np
         finally:
             torch.set_num_threads(prev)
         cost: CostModel = got["model"]
-        out["fit"] = {"a": cost.a, "b": cost.b, "c": cost.c, "r2": got["r2"]}
+        out["fit"] = {"a": cost.a, "b": cost.b, "c": cost.c, "r2": got["r2"], "rounds": got["rounds"]}
     else:
         cost = CostModel.attention_share(int(first["input_ids"].shape[1]), 0.5)
-        out["fit"] = {"a": cost.a, "b": cost.b, "c": cost.c, "r2": None, "paper_like": True}
-    out["simulated"] = {k: {o: {kk: v for kk, v in r.items() if kk != "seconds"} for o, r in sim.items()
-                            if isinstance(r, dict)}
-                        for k in workers for sim in [simulate(steps, k, cost)]}
+        out["fit"] = {"a": cost.a, "b": cost.b, "c": cost.c, "r2": None, "paper_like": True, "rounds": []}
+    out["simulated"] = {k: _simulated(steps, k, cost, [CostModel(**r) for r in out["fit"]["rounds"]])
+                        for k in workers}
     out["micro_batches_per_step"] = len(steps[0])
+    return out
+
+
+def _simulated(steps, workers: int, cost, round_costs: Sequence) -> dict:
+    """:func:`repro.bench.reorder_sim.simulate` of ``steps`` on ``workers`` under ``cost`` (per order: ``seconds``
+    per step, ``total``, ``ratio`` to unsorted), each order also with ``round_ratios``: its ratio under each of
+    ``round_costs`` (the cost model fitted on one timed round alone; empty without a fit), the spread that says how
+    much the fit's timing noise moves the ratio."""
+    from repro.bench.reorder_sim import simulate
+
+    out = {o: dict(r) for o, r in simulate(steps, workers, cost).items() if isinstance(r, dict)}
+    for o in out:
+        out[o]["round_ratios"] = []
+    for c in round_costs:
+        sim = simulate(steps, workers, c)
+        for o in out:
+            if "ratio" in sim.get(o, {}):
+                out[o]["round_ratios"].append(sim[o]["ratio"])
     return out

@@ -103,9 +103,11 @@ def probe_batches(seq_len: int, vocab: int = 256, seed: int = 0) -> list[dict[st
     return out
 
 
-def measure_costs(model, batches: Sequence[Mapping], repeats: int = 3, warmup: int = 1) -> list[float]:
-    """Median seconds of :func:`~repro.bench.reorder_model.train_pass` per batch, the batches interleaved in each
-    of ``warmup + repeats`` rounds (the first ``warmup`` untimed)."""
+def measure_cost_rounds(model, batches: Sequence[Mapping], repeats: int = 3, warmup: int = 1) -> list[list[float]]:
+    """Per batch, the seconds of :func:`~repro.bench.reorder_model.train_pass` in each of ``repeats`` timed rounds,
+    the batches interleaved in each of ``warmup + repeats`` rounds (the first ``warmup`` untimed)."""
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats={repeats}, warmup={warmup}; allowed: repeats >= 1, warmup >= 0")
     times: list[list[float]] = [[] for _ in batches]
     for r in range(warmup + repeats):
         for i, b in enumerate(batches):
@@ -115,21 +117,30 @@ def measure_costs(model, batches: Sequence[Mapping], repeats: int = 3, warmup: i
             if r >= warmup:
                 times[i].append(dt)
     model.zero_grad(set_to_none=True)
-    return [statistics.median(t) for t in times]
+    return times
+
+
+def measure_costs(model, batches: Sequence[Mapping], repeats: int = 3, warmup: int = 1) -> list[float]:
+    """Median seconds per batch over the rounds of :func:`measure_cost_rounds`."""
+    return [statistics.median(t) for t in measure_cost_rounds(model, batches, repeats, warmup)]
 
 
 def fit_costs(model, seq_len: int, repeats: int = 3, seed: int = 0) -> dict:
-    """:func:`measure_costs` on :func:`probe_batches`, fitted: ``{"model": CostModel, "points": [{"sum_sq",
-    "tokens", "seconds", "fitted"}], "r2"}``."""
+    """:func:`measure_cost_rounds` on :func:`probe_batches`, fitted to the per-probe medians: ``{"model":
+    CostModel, "points": [{"sum_sq", "tokens", "seconds", "fitted"}], "r2", "rounds": [{"a", "b", "c"}]}``;
+    ``rounds`` holds one fit per timed round (that round's seconds alone), whose spread is the fit's noise."""
     probes = probe_batches(seq_len, model.config.vocab_size, seed)
-    secs = measure_costs(model, probes, repeats)
+    per_round = measure_cost_rounds(model, probes, repeats)
+    secs = [statistics.median(t) for t in per_round]
     sq, tok = [sum_sq_lengths(p) for p in probes], [tokens(p) for p in probes]
     cost = fit_cost_model(sq, tok, secs)
     fitted = [cost(s, t) for s, t in zip(sq, tok)]
     ss = float(np.sum((np.asarray(secs) - np.mean(secs)) ** 2))
     r2 = 1 - float(np.sum((np.asarray(secs) - fitted) ** 2)) / ss if ss > 0 else 1.0
-    return {"model": cost, "r2": r2, "points": [{"sum_sq": s, "tokens": t, "seconds": y, "fitted": f}
-                                                for s, t, y, f in zip(sq, tok, secs, fitted)]}
+    rounds = [vars(fit_cost_model(sq, tok, [t[r] for t in per_round])) for r in range(repeats)]
+    return {"model": cost, "r2": r2, "rounds": rounds,
+            "points": [{"sum_sq": s, "tokens": t, "seconds": y, "fitted": f}
+                       for s, t, y, f in zip(sq, tok, secs, fitted)]}
 
 
 def simulate_workers(steps, costs: Mapping[str, CostModel], workers: Sequence[int] = (2, 4, 8)) -> dict:
