@@ -11,6 +11,7 @@ and tables go to the figures folder (``figures/`` for the default profile,
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,12 +102,9 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
     the profile's ``run.device`` / ``run.dtype`` when given (every notebook builds its profile with them).
 
     ``paper`` (``all`` or one of :data:`repro.papers.PAPERS`) runs only the notebooks that serve that
-    paper, and each of them only the stages and tables of that paper (plus the shared testbed).
+    paper, and each of them only the stages and tables of that paper (plus the shared testbed). Every notebook
+    this call runs records one run id and the checkout's commit in the figures it writes (:mod:`repro.provenance`).
     """
-    import papermill as pm
-
-    from repro.locks import file_stamp, stage_lock
-
     check_paper(paper)
     p = get_profile(profile, device, dtype)
     check_output_folder("run_dir", run_dir)
@@ -125,6 +123,29 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
                                     "deps": [keys[d] for d in s.deps if d in keys]})
     chosen = _order(specs, only, paper)  # a bad --only fails before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
+    from repro.provenance import COMMIT_ENV, RUN_ENV, code_commit, new_run_id
+
+    provenance = {RUN_ENV: new_run_id(), COMMIT_ENV: code_commit()}  # every notebook this call runs shares them
+    saved = {k: os.environ.get(k) for k in provenance}
+    os.environ.update(provenance)  # the notebooks' kernels inherit this process's environment
+    try:
+        return _run_notebooks(chosen, out_dir, keys, nb_dir, p, run_dir, figures_dir, force, paper, device, dtype,
+                              log, provenance[RUN_ENV])
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _run_notebooks(chosen, out_dir: Path, keys: dict[str, str], nb_dir: Path, p, run_dir: Path, figures_dir: Path,
+                   force: bool, paper: str, device: str, dtype: str, log, run_id: str) -> dict[str, dict]:
+    """Run (or find cached) each chosen notebook in order; the status and seconds of each."""
+    import papermill as pm
+
+    from repro.locks import file_stamp, stage_lock
+
     status: dict[str, dict] = {}
     for s in chosen:
         stamp = out_dir / f"{s.name}.done.json"
@@ -147,6 +168,7 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
             tmp.unlink()
             dt = time.perf_counter() - t0
             atomic_write_json(stamp, with_environment({"key": keys[s.name], "seconds": dt, "profile": p.name,
+                                                       "run": run_id,
                                                        "size": executed.stat().st_size,
                                                        "sha256": file_sha256(executed)}))
             status[s.name] = {"status": "ran", "seconds": dt}

@@ -10,6 +10,7 @@ import pytest
 
 from repro.profiles import get_profile
 from repro.reports import prolong as plr
+from repro.reports import prolong_data as pld
 from repro.recipes.plans import pl_plan
 from tests.reports.records import record, rows
 
@@ -191,15 +192,15 @@ def test_tab3_is_not_testable_on_the_substitutes():
                  "long_tokens": 4800, "longest": 3000, "kept_documents": 2, "kept_tokens": 4800},
         "books": {"spec": "corpus:books", "kind": "long", "documents": 2, "tokens": 3000, "long_documents": 1,
                   "long_tokens": 2000, "longest": 2000, "kept_documents": 1, "kept_tokens": 2000}}}
-    rep = plr.pl_tab3(manifest, {"prolong": {"rows_code": 3, "rows_books": 1}}, P)
+    rep = pld.pl_tab3(manifest, {"prolong": {"rows_code": 3, "rows_books": 1}}, P)
     assert rep.tables[0]["rows"][0]["long share of tokens (%)"] == 96.0
     assert rep.tables[1]["rows"][0] == {"arm": "prolong", "rows": 4, "books": "25.0%", "code": "75.0%"}
     assert rep.agrees == "n/a" and rep.note.startswith("n/a: the paper counts the Stack's repositories")
     assert "headline: 0/1 claims hold beyond noise, 1 untested" in rep.note and "code > books" in rep.note
     swapped = {**manifest, "sources": {"code": manifest["sources"]["books"], "books": manifest["sources"]["code"]}}
-    assert plr.pl_tab3(swapped, {}, P).agrees == "n/a"  # the order of the counts cannot decide either way
+    assert pld.pl_tab3(swapped, {}, P).agrees == "n/a"  # the order of the counts cannot decide either way
     own = {**manifest, "sources": {k: {**v, "spec": f"folder:/data/{k}"} for k, v in manifest["sources"].items()}}
-    assert plr.pl_tab3(own, {}, P).note.startswith("n/a: the counts of the given sources are a census")
+    assert pld.pl_tab3(own, {}, P).note.startswith("n/a: the counts of the given sources are a census")
 
 
 def _bench(per_worker: list[float], sorted_: list[float] | None = None, rounds=(0.9, 0.91, 0.89)):
@@ -223,19 +224,19 @@ def _bench(per_worker: list[float], sorted_: list[float] | None = None, rounds=(
 def test_reorder_gain_is_the_speed_over_unsorted_with_steps_and_rounds_noise():
     # R = 36 / 40 = 0.9; residuals o - R u = 0, 0.5, -0.5, 0: se(R) = sqrt(0.5 / 12) / 10 = 0.0204 over steps;
     # rounds 0.9, 0.91, 0.89: sd 0.01 / sqrt(3); speed 1 / 0.9 with SE se(R) / 0.81
-    gain, se = plr.reorder_gain(_bench([9.0, 9.5, 8.5, 9.0])["simulated"][8], "sorted_per_worker")
+    gain, se = pld.reorder_gain(_bench([9.0, 9.5, 8.5, 9.0])["simulated"][8], "sorted_per_worker")
     assert gain == pytest.approx(1 / 0.9) and se == pytest.approx(math.sqrt(0.5 / 12 / 100 + 0.01 ** 2 / 3) / 0.81)
-    assert plr.reorder_gain({"unsorted": {"ratio": 1.0}, "sorted": {"ratio": 0.8}}, "sorted") == (1.25, None)
+    assert pld.reorder_gain({"unsorted": {"ratio": 1.0}, "sorted": {"ratio": 0.8}}, "sorted") == (1.25, None)
     with pytest.raises(ValueError, match="order='random'; allowed: an order simulated beside unsorted"):
-        plr.reorder_gain(_bench([9.0] * 4)["simulated"][8], "random")
+        pld.reorder_gain(_bench([9.0] * 4)["simulated"][8], "random")
     # full / varlen per round: 1.0 / 0.95, 1.1 / 1.0, 0.9 / 0.9, 1.0 / 0.95
     x = [1.0 / 0.95, 1.1, 1.0, 1.0 / 0.95]
-    m, s = plr.round_speedup(_bench([9.0] * 4)["single"], "doc_varlen")
+    m, s = pld.round_speedup(_bench([9.0] * 4)["single"], "doc_varlen")
     assert m == pytest.approx(statistics.mean(x)) and s == pytest.approx(statistics.stdev(x) / 2)
 
 
 def test_tab15_headline_is_prolongs_per_worker_sort_on_8_workers():
-    yes = plr.pl_tab15(_bench([9.0, 9.5, 8.5, 9.0]), P)  # +11.1% +- 2.6%: 4.2 SE
+    yes = pld.pl_tab15(_bench([9.0, 9.5, 8.5, 9.0]), P)  # +11.1% +- 2.6%: 4.2 SE
     assert yes.agrees == "yes" and yes.note.startswith("headline: 1/1 claims hold beyond noise")
     row = yes.tables[0]["rows"][-1]
     assert row["setting"] == "+ minibatch reordering (ProLong's per-worker sort), 8 workers (simulated)"
@@ -245,17 +246,17 @@ def test_tab15_headline_is_prolongs_per_worker_sort_on_8_workers():
     assert "sorted@8: 1.111x ± 0.025" in yes.note and "sorted_per_worker@8: " not in yes.note  # beside, not twice
     # tie: R = 38.4 / 40 = 0.96, residuals -0.6, 1.4, -1.6, 0.8 -> se(R) 0.0678: +4.2% +- 7.4%; our global
     # sort halving the step time is shown beside it and does not decide
-    tie = plr.pl_tab15(_bench([9.0, 11.0, 8.0, 10.4], sorted_=[5.0] * 4, rounds=()), P)
+    tie = pld.pl_tab15(_bench([9.0, 11.0, 8.0, 10.4], sorted_=[5.0] * 4, rounds=()), P)
     assert tie.agrees == "tie within noise" and "sorted@8: 2.000x ± 0.000" in tie.note
     assert "(gap +4.167 +- 7.4" in tie.note
     # no: R = 1.05 with residuals 0, 0.1, -0.1, 0 -> slower beyond noise
-    no = plr.pl_tab15(_bench([10.5, 10.6, 10.4, 10.5], rounds=()), P)
+    no = pld.pl_tab15(_bench([10.5, 10.6, 10.4, 10.5], rounds=()), P)
     assert no.agrees == "no" and "1 significant the other way" in no.note
     # no per-step times (a record from before they were kept): no interval, no verdict
     old = _bench([9.0] * 4)
     for r in old["simulated"][8].values():
         r.pop("seconds", None)
-    assert plr.pl_tab15(old, P).agrees == "n/a"
+    assert pld.pl_tab15(old, P).agrees == "n/a"
 
 
 def test_tab15_forward_only_flex_arm_beside_the_others():
@@ -265,7 +266,7 @@ def test_tab15_forward_only_flex_arm_beside_the_others():
     for arm, f in (("full", 3000), ("doc_dense", 2400), ("doc_varlen", 3300), ("doc_flex", 2700)):
         single.setdefault(arm, {"tokens_per_s": None, "ratio": None})
         single[arm].update(forward_tokens_per_s=f, forward_ratio=f / 3000)
-    rep = plr.pl_tab15(bench, P)
+    rep = pld.pl_tab15(bench, P)
     rows = {r["setting"]: r for r in rep.tables[0]["rows"]}
     flex = rows["document masks, flex attention block mask (flex_doc)"]
     assert flex["tokens/s"].startswith("n/a: no backward") and flex["forward tokens/s"] == 2700
