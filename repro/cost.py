@@ -29,7 +29,8 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
     data are timed apart: each arm's batches are prepared before training (as the extension stage
     does; LongRecipe's sentence selection is offline preprocessing in the paper), so the data time
     of a step is the read of its prepared batch. Returns ``{arm: {"seconds_per_step" (median
-    compute), "seconds" (list), "data_seconds_per_step" (median read), "prepare_seconds_per_step"
+    compute), "seconds" (list, one per round), "data_seconds_per_step" (median read), "data_seconds" (list, one
+    per round), "prepare_seconds_per_step"
     (one-time preparation, per step), "tokens_per_step", "flops_per_step", "sample_len"}}``.
     """
     from repro import stages
@@ -90,7 +91,8 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
         n = setups[arm][0].inner.sample_len
         tps = float(np.mean(tokens[arm]))
         out[arm] = {"seconds_per_step": statistics.median(times[arm]), "seconds": times[arm],
-                    "data_seconds_per_step": statistics.median(data[arm]), "prepare_seconds_per_step": prep[arm],
+                    "data_seconds_per_step": statistics.median(data[arm]), "data_seconds": data[arm],
+                    "prepare_seconds_per_step": prep[arm],
                     "tokens_per_step": tps, "sample_len": n,
                     "flops_per_step": step_flops(params, p.model.num_layers, p.model.hidden_size, int(tps), n)}
     return out

@@ -194,7 +194,7 @@ def lr_fig2_rows(samples: Mapping[int, PositionSample], methods: Sequence[str] =
     so its row uses identity positions on ``target`` tokens (``sample_len = target``).
     Every other method is drawn ``draws`` times (fresh parameters each time,
     seeded by ``seed``, the target and the method label); the row holds the mean
-    (and std) of :func:`avg_token_distance`, the mean of :func:`mean_segment_length`
+    (and std over the draws) of :func:`avg_token_distance` and of :func:`mean_segment_length`, the mean of
     / :func:`mean_segment_steps`, the mean number of segments, the largest
     position seen and the mean share of tokens at positions ``>= sample_len``
     (how far the method reaches beyond the sample's own positions).
@@ -219,6 +219,7 @@ def lr_fig2_rows(samples: Mapping[int, PositionSample], methods: Sequence[str] =
                          "avg_token_distance": float(np.mean(dist)),
                          "avg_token_distance_std": float(np.std(dist)),
                          "mean_segment_length": float(np.mean(seg)),
+                         "mean_segment_length_std": float(np.std(seg)),
                          "mean_segment_steps": float(np.mean(seg)) - 1.0,
                          "segments": float(np.mean(nseg)), "max_position": top,
                          "share_at_or_beyond_n": float(np.mean(beyond))})
@@ -256,7 +257,11 @@ def lr_fig2_summary(rows: Sequence[Mapping], text: str = "mixed") -> dict:
     ``longrecipe_segment``: LongRecipe mean continuous-segment length (tokens)
     averaged over targets (paper: about 88). ``rpes_segment`` /
     ``rpes_segment_steps``: the same for RPES in tokens and in ``+1`` steps (paper:
-    nearly 0). Over all rows: ``segments`` maps ``"method/text"`` of every
+    nearly 0). ``distance_ratio_se``, ``longrecipe_segment_se`` and ``rpes_segment_se``
+    are their standard errors over the random draws of the transforms (the sample
+    text fixed; a row's SE is its std over ``draws`` / sqrt(draws - 1), the ratio's by
+    the delta method, a mean over targets' by ``sqrt(sum se^2) / targets``); None
+    with one draw or without the std columns. Over all rows: ``segments`` maps ``"method/text"`` of every
     LongRecipe reading to its mean segment (averaged over targets) and
     ``nearest_segment`` is the ``(method, text, segment)`` nearest the paper's 88;
     ``share_at_or_beyond_n`` maps ``"method/text"`` of every PoSE reading to its
@@ -278,15 +283,30 @@ def lr_fig2_summary(rows: Sequence[Mapping], text: str = "mixed") -> dict:
                 groups.setdefault(f"{r['method']}/{r.get('text', 'mixed')}", []).append(r[key])
         return {k: float(np.mean(v)) for k, v in groups.items()}
 
+    def se(r: Mapping, key: str) -> float | None:
+        std, k = r.get(f"{key}_std"), r.get("draws", 1)
+        return None if std is None or k < 2 else float(std) / np.sqrt(k - 1)
+
+    def mean_se(rs: Sequence[Mapping], key: str) -> float | None:
+        v = [se(r, key) for r in rs]
+        return None if not v or None in v else float(np.sqrt(np.sum(np.square(v)))) / len(v)
+
+    lr_top, pose_top = by[("longrecipe", top)], by[("pose", top)]
+    ratio = lr_top["avg_token_distance"] / pose_top["avg_token_distance"]
+    d_lr, d_pose = se(lr_top, "avg_token_distance"), se(pose_top, "avg_token_distance")
+    ratio_se = None if d_lr is None or d_pose is None else float(
+        ratio * np.hypot(d_lr / lr_top["avg_token_distance"], d_pose / pose_top["avg_token_distance"]))
     segments = mean_by("longrecipe", "mean_segment_length")
     near = min(segments, key=lambda k: abs(segments[k] - LR_FIG2_PAPER_SEGMENT))
     return {
         "target": top,
         "text": text,
-        "distance_ratio_longrecipe_pose": by[("longrecipe", top)]["avg_token_distance"]
-        / by[("pose", top)]["avg_token_distance"],
+        "distance_ratio_longrecipe_pose": ratio,
+        "distance_ratio_se": ratio_se,
         "longrecipe_segment": float(np.mean([r["mean_segment_length"] for r in lr])),
+        "longrecipe_segment_se": mean_se(lr, "mean_segment_length"),
         "rpes_segment": float(np.mean([r["mean_segment_length"] for r in rp])),
+        "rpes_segment_se": mean_se(rp, "mean_segment_length"),
         "rpes_segment_steps": float(np.mean([r["mean_segment_steps"] for r in rp])),
         "segments": segments,
         "nearest_segment": (*near.split("/", 1), segments[near]),

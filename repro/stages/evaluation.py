@@ -114,7 +114,8 @@ def short_lm_loss(profile: Profile | str, name: str, run_dir: str | Path = "runs
     """Short-window language-modelling loss: the stand-in for general abilities (LongRecipe Tab. 1-2).
 
     Mean next-token cross-entropy (nats) of the named checkpoint on :func:`short_lm_windows`;
-    returns ``{"loss", "windows", "tokens", "window", "source"}``.
+    returns ``{"loss", "window_losses" (each window's mean, the same windows for every checkpoint, so two
+    checkpoints' losses pair up), "windows", "tokens", "window", "source"}``.
     """
     import torch
 
@@ -123,20 +124,22 @@ def short_lm_loss(profile: Profile | str, name: str, run_dir: str | Path = "runs
     p = as_profile(profile)
     ckpt = checkpoint_path(p, name, run_dir)
     n, w = p.longrecipe.short_lm_windows, p.base.window
-    key = stage_key("lmloss", {"ckpt": checkpoint_id(ckpt, run_dir), "n": n, "w": w})
+    key = stage_key("lmloss", {"ckpt": checkpoint_id(ckpt, run_dir), "n": n, "w": w, "per_window": 1})
 
     def compute() -> dict:
         windows, source = short_lm_windows(p, run_dir)
         model = load_model(ckpt, **p.run.load_kwargs()).eval()
-        total, count = 0.0, 0
+        total, count, per_window = 0.0, 0, []
         with torch.no_grad():
             for toks in windows:
                 ids = torch.as_tensor(toks[None])
                 logits = forward(model, ids).logits[0, :-1].float()
-                total += float(torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum"))
+                summed = float(torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum"))
+                total += summed
                 count += ids.shape[1] - 1
-        return {"checkpoint": str(ckpt), "loss": total / count, "windows": len(windows), "tokens": count,
-                "window": w, "source": source}
+                per_window.append(summed / (ids.shape[1] - 1))
+        return {"checkpoint": str(ckpt), "loss": total / count, "window_losses": per_window,
+                "windows": len(windows), "tokens": count, "window": w, "source": source}
 
     return cached_json(eval_path(run_dir, p, f"lmloss-{name}-{key}"), force, compute)
 

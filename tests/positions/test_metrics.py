@@ -124,3 +124,27 @@ def test_lr_fig2_summary_per_text_and_nearest_segment():
                                               "pose_official/prose"}
     with pytest.raises(ValueError, match=r"no LR-Fig2 rows with text='code'; allowed: \['mixed', 'prose'\]"):
         P.lr_fig2_summary(rows, text="code")
+
+
+def test_lr_fig2_summary_standard_errors_over_draws():
+    def row(method, target, dist, dist_std, seg, seg_std, draws=5):
+        return {"method": method, "text": "mixed", "target": target, "draws": draws, "avg_token_distance": dist,
+                "avg_token_distance_std": dist_std, "mean_segment_length": seg, "mean_segment_length_std": seg_std,
+                "mean_segment_steps": seg - 1, "share_at_or_beyond_n": 0.5}
+
+    rows = [row("longrecipe", 1000, 300.0, 8.0, 10.0, 2.0), row("longrecipe", 2000, 600.0, 12.0, 12.0, 4.0),
+            row("pose", 2000, 300.0, 4.0, 100.0, 0.0), row("rpes", 1000, 50.0, 1.0, 1.5, 0.2),
+            row("rpes", 2000, 90.0, 1.0, 1.4, 0.2)]
+    s = P.lr_fig2_summary(rows)
+    # a row's SE: std over 5 draws / sqrt(4); the ratio at 2000: 2 x hypot(6 / 600, 2 / 300)
+    assert s["distance_ratio_longrecipe_pose"] == 2.0
+    assert s["distance_ratio_se"] == pytest.approx(2 * np.hypot(6 / 600, 2 / 300))
+    assert s["longrecipe_segment_se"] == pytest.approx(np.hypot(1.0, 2.0) / 2)  # mean over two targets
+    assert s["rpes_segment_se"] == pytest.approx(np.hypot(0.1, 0.1) / 2)
+    one = P.lr_fig2_summary([{**r, "draws": 1} for r in rows])
+    assert one["distance_ratio_se"] is None and one["longrecipe_segment_se"] is None
+
+
+def test_lr_fig2_rows_carry_the_segment_spread_over_draws():
+    rows = P.lr_fig2_rows({1000: _sample(300, 10)}, methods=["longrecipe", "rpes"], seed=0, draws=4)
+    assert all(r["mean_segment_length_std"] >= 0 for r in rows)

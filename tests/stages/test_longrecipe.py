@@ -114,6 +114,8 @@ def test_short_lm_loss_and_lr_grid(run):
     assert rec["windows"] == P.longrecipe.short_lm_windows and rec["tokens"] == rec["windows"] * (P.base.window - 1)
     assert rec["source"].startswith(("held out", "corpus windows"))
     assert 0 < rec["loss"] < np.log(len(stages.get_tokenizer(P, run))) + 2
+    # equal windows: the loss is the mean of the per-window losses (which pair checkpoints in LR-Tab2's test)
+    assert len(rec["window_losses"]) == rec["windows"] and np.isclose(np.mean(rec["window_losses"]), rec["loss"])
     suite = stages.run_lr_suite(P, "longrecipe", run, progress=False)
     assert set(suite) == {"ruler", "short", "yarn"}
     assert suite["yarn"]["rope"]["rope_type"] == "yarn"
@@ -125,7 +127,8 @@ def test_cost_benchmark_measures_every_arm_in_one_run(run):
     from repro.reports.longrecipe import cost_rows
 
     costs = measure_step_costs(P, ("flt", "pose"), run, steps=2, warmup=1, progress=False)
-    assert set(costs) == {"flt", "pose"} and all(len(c["seconds"]) == 2 for c in costs.values())
+    assert set(costs) == {"flt", "pose"}
+    assert all(len(c["seconds"]) == len(c["data_seconds"]) == 2 for c in costs.values())
     n = P.extend.target_window
     assert costs["flt"]["sample_len"] == n and costs["pose"]["sample_len"] == round(P.longrecipe.sample_ratio * n)
     assert costs["pose"]["tokens_per_step"] <= P.extend.batch_size * costs["pose"]["sample_len"]
