@@ -117,8 +117,9 @@ def denoising_sweep(model, samples: Sequence[TypedSample], lrs: Sequence[float],
     over the samples: ``before``, ``after_denoising`` (same weights, input ``E'``) and ``after_emphasizing`` (one
     AdamW step at ``update_lr`` on the CE of all samples' ``E'`` (Eq. 4), then measured on ``E'`` again). The
     denoising step is the sweep's ``lr``; the parameter update keeps a sane ``update_lr`` (a tiny model does not
-    survive an optimizer step at lr 10). One row per ``lr``; also the irrelevant tokens' attention, and ``gain``:
-    the relative change of each sample's critical-token attention after the denoising step, mean and SE."""
+    survive an optimizer step at lr 10). One row per ``lr``; also the irrelevant tokens' attention, ``gain``: the
+    relative change of each sample's critical-token attention after the denoising step (mean, SE, and per sample in
+    ``gain_samples``), and ``emphasis_gain`` likewise after the emphasizing step against after denoising."""
     from repro.methods.cdt import ce_from_embeds, denoise, embedding_gradients, noise_mask
 
     def batch(s):
@@ -148,8 +149,12 @@ def denoising_sweep(model, samples: Sequence[TypedSample], lrs: Sequence[float],
         m2.eval()
         emph = [_attention_types(m2, s, d) for s, d in zip(samples, den)]
         gain = np.array([critical_attention(a) / critical_attention(b[-1]) - 1 for a, b in zip(after, base)])
+        emphasis = np.array([critical_attention(e) / critical_attention(a) - 1 for e, a in zip(emph, after)])
         rows.append({"lr": float(lr), "gain": float(gain.mean()),
                      "gain_se": float(gain.std(ddof=1) / np.sqrt(gain.size)) if gain.size > 1 else 0.0,
+                     "gain_samples": gain.tolist(), "emphasis_gain": float(emphasis.mean()),
+                     "emphasis_gain_se": float(emphasis.std(ddof=1) / np.sqrt(emphasis.size))
+                     if emphasis.size > 1 else 0.0, "emphasis_gain_samples": emphasis.tolist(),
                      "before": float(np.mean([critical_attention(a[-1]) for a in base])),
                      "after_denoising": float(np.mean([critical_attention(a) for a in after])),
                      "after_emphasizing": float(np.mean([critical_attention(a) for a in emph])),

@@ -6,9 +6,11 @@ Arms (:data:`CD_COST_ARMS`):
 - ``cdt``: the CDT step as implemented, :func:`repro.methods.cdt.cdt_loss` and its backward: the detection is a
   forward and a backward to the input embeddings with the weights frozen (no weight gradient computed), then the
   CE forward and full backward on the denoised embeddings;
-- ``cdt_full_backward``: the authors' trainer's variant, where the detection backward is a full one that also
-  computes every weight's gradient (:func:`full_backward_gradients`: the same ``dL/dE``, the weight gradients
-  thrown away).
+- ``cdt_authors``: the authors' trainer's step (LCM-Lab/LOOM-Train at 8e27da7, ``trainer/cdt.py``): first a clean
+  forward and full backward on the token ids whose gradients are discarded (its lines 110-114, zeroed at line 139;
+  :func:`discarded_clean_pass`), then the detection with a full backward that also computes every weight's
+  gradient (:func:`full_backward_gradients`: the same ``dL/dE``, the weight gradients thrown away), then the
+  forward and full backward on the denoised embeddings: three forwards and three full backwards.
 
 Every arm runs forward, backward and an AdamW step on its own copy of the model, all on the same batch in a
 round, in interleaved rounds (A B C A B C ...) so that the machine's noise hits every arm alike; the table reports
@@ -17,7 +19,7 @@ each step into the detection forward, the detection backward, the forward (for C
 noise mask, Eq. 3 and the CE forward on ``E'``), the backward and the optimizer step.
 
 Expected (a backward costs about two forwards, an activation-only backward about one): CDT ~ (3 + 1 + 1) / 3 =
-1.67x CE, the goal :data:`repro.reports.cdt_training.GOAL_RATIO`; the full-backward variant ~ (3 + 3) / 3 = 2x.
+1.67x CE, the goal :data:`repro.reports.cdt_training.GOAL_RATIO`; the authors' step ~ (3 + 3 + 3) / 3 = 3x.
 """
 
 from __future__ import annotations
@@ -32,20 +34,22 @@ import torch
 from repro.bench.step_timing import Clock, random_rows, summarize
 from repro.methods.cdt import ce_from_embeds, frozen
 
-CD_COST_ARMS: dict[str, str | None] = {"ce": None, "cdt": "frozen", "cdt_full_backward": "full_backward"}
+CD_COST_ARMS: dict[str, str | None] = {"ce": None, "cdt": "frozen", "cdt_authors": "authors"}
 """Arm -> its detection pass (None: the CE step, no detection)."""
-DETECTIONS = ("frozen", "full_backward")
-"""Detection passes: weights frozen (as implemented) or a full backward (the authors' trainer)."""
-PARTS = ("detect_forward", "detect_backward", "forward", "backward", "optimizer")
-"""The parts a step is split into (the CE step has no detection parts)."""
+DETECTIONS = ("frozen", "full_backward", "authors")
+"""Detection passes: weights frozen (as implemented), a full backward, or the authors' trainer's (a discarded clean
+forward and full backward first, then the full-backward detection)."""
+PARTS = ("discarded_pass", "detect_forward", "detect_backward", "forward", "backward", "optimizer")
+"""The parts a step is split into (the CE step has no detection parts; only the authors' has a discarded pass)."""
 
 
 def detection(mode: str = "frozen", clock: Clock | None = None) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
     """A detection pass for :func:`repro.methods.cdt.cdt_loss`'s ``detector``: ``(model, batch, bf16, chunk,
     embeds) -> (dL/dE, loss)``. ``mode`` ``frozen``: as :func:`repro.methods.cdt.embedding_gradients` (weights
     frozen, the backward to the embeddings only); ``full_backward``: the backward also computes every trainable
-    weight's gradient (thrown away), as the authors' trainer does. With a ``clock``, the time before the pass
-    goes to ``forward`` and the pass's own to ``detect_forward`` and ``detect_backward``."""
+    weight's gradient (thrown away), as the authors' trainer does; ``authors``: :func:`discarded_clean_pass` first,
+    then as ``full_backward`` (the authors' trainer's whole detection). With a ``clock``, the time before the pass
+    goes to ``forward`` and the pass's own to ``discarded_pass``, ``detect_forward`` and ``detect_backward``."""
     if mode not in DETECTIONS:
         raise ValueError(f"mode={mode!r}; allowed: {', '.join(DETECTIONS)}")
 
@@ -53,6 +57,10 @@ def detection(mode: str = "frozen", clock: Clock | None = None) -> Callable[...,
                embeds: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         if clock is not None:
             clock.lap("forward")
+        if mode == "authors":
+            discarded_clean_pass(model, batch, bf16, chunk)
+            if clock is not None:
+                clock.lap("discarded_pass")
         if embeds is None:
             with torch.no_grad():
                 embeds = model.get_input_embeddings()(batch["input_ids"])
@@ -75,6 +83,17 @@ def detection(mode: str = "frozen", clock: Clock | None = None) -> Callable[...,
         return grad, loss.detach()
 
     return detect
+
+
+def discarded_clean_pass(model, batch: dict[str, torch.Tensor], bf16: bool = False, chunk: int = 2048) -> None:
+    """The authors' trainer's first pass of a step (``trainer/cdt.py`` lines 110-114 at 8e27da7): the CE forward on
+    the token ids and a full backward to every trainable weight, whose gradients are then discarded (their line 139
+    zeroes them before the denoised pass). Nothing is kept; it costs a CE step's forward and backward."""
+    from repro.train import clm_step
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    loss, _ = clm_step(model, batch, bf16, chunk=chunk)
+    torch.autograd.grad(loss, params, allow_unused=True)
 
 
 def full_backward_gradients(model, batch: dict[str, torch.Tensor], bf16: bool = False, chunk: int = 2048,

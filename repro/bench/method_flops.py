@@ -116,7 +116,9 @@ def selfdistill_flops(d: Dims, T: int, split: int, fields: Mapping[str, Any],
 
 
 def cdt_flops(d: Dims, T: int, detection: str | None) -> float:
-    """One row of a CD-Cost arm: ``detection`` None (the CE step), ``frozen`` (CDT) or ``full_backward``."""
+    """One row of a CD-Cost arm: ``detection`` None (the CE step), ``frozen`` (CDT), ``full_backward`` (a
+    full-backward detection: 2x CE) or ``authors`` (the authors' trainer: a discarded clean forward and full backward
+    too, three of each: 3x CE)."""
     fwd = T * d.body + d.attention(0, T) + T * d.head
     if detection is None:
         return 3.0 * fwd
@@ -124,7 +126,9 @@ def cdt_flops(d: Dims, T: int, detection: str | None) -> float:
         return 3.0 * fwd + fwd + (T * d.body + 2.0 * d.attention(0, T) + T * d.head)
     if detection == "full_backward":
         return 6.0 * fwd
-    raise ValueError(f"detection={detection!r}; allowed: None, frozen, full_backward")
+    if detection == "authors":
+        return 9.0 * fwd
+    raise ValueError(f"detection={detection!r}; allowed: None, frozen, full_backward, authors")
 
 
 def rows_flops(per_row, lengths: Sequence[int], splits: Sequence[int] | None = None) -> float:

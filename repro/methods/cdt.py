@@ -25,11 +25,31 @@ scale of that mean: ``lr * beta`` is in the units the paper's Eq. 3 uses.
 
 **Cost.** A CE step is one forward and one full backward. CDT adds one forward and one backward that computes
 activation gradients only (the frozen weights need none): about 1 + (1 + ~1) / 3 ~ 1.7x a CE step where a backward
-costs two forwards and the weight gradients half of it. The authors' trainer runs a full second backward instead
-(about 2x). ``CD-Cost`` (:mod:`repro.bench.cdt_cost`) measures it: on the tiny model on CPU at 1024 tokens a
+costs two forwards and the weight gradients half of it. The authors' trainer runs a full second backward instead,
+and before it a third, discarded pass (below): three forwards and three full backwards, about 3x. ``CD-Cost``
+(:mod:`repro.bench.cdt_cost`, arm ``cdt_authors``) measures both: on the tiny model on CPU at 1024 tokens a
 backward costs only ~1.1 forwards (CPU flash attention, which has no weights, is half the time), so freezing the
 weights saves little and CDT measures ~1.9-2x; where matrix multiplies dominate (8B models on GPUs) the estimate
 above applies.
+
+**Where we differ from the authors' trainer** (LCM-Lab/LOOM-Train at commit 8e27da7, ``trainer/cdt.py``).
+``threshold="row"`` reproduces its step to 1e-16 on unpadded rows; it differs:
+
+- *Padding.* Their Eq. 2 mean is over every position of the row, pad positions included (their gradient there is
+  0), which lowers the threshold: on a padded row they mark fewer real tokens as noise than we do (on one padded
+  row checked against their code: 1 real token where we mark 10). We never count padding.
+- *Gradient accumulation.* Under DeepSpeed gradient accumulation their detection backward goes through the
+  engine, which scales the loss by the accumulation steps, so their ``dL/dE`` (and with it Eq. 3's step) is divided
+  by the accumulation steps; ours is the gradient of the step's own loss at any accumulation.
+- *Packed rows under our default.* Our default ``threshold="document"`` takes Eq. 2's mean per document; on packed
+  rows whose documents carry partly weighted tokens this reclassifies tokens against their per-row mean (on one
+  packed row checked against their code: 16 of 64 tokens). ``threshold="row"`` is theirs.
+- *A third, discarded pass.* Each of their steps first runs a clean forward and a full backward on the token ids
+  (their lines 110-114) whose gradients are zeroed before the denoised pass (their line 139): it changes no update,
+  only the cost (about 3x a CE step, against our ~1.7x). We do not run it; ``CD-Cost``'s ``cdt_authors`` arm does,
+  to time their step.
+- *The detection backward.* Theirs is a full backward (every weight's gradient computed, then zeroed); ours
+  freezes the weights (the same ``dL/dE``, :func:`embedding_gradients`).
 """
 
 from __future__ import annotations

@@ -137,8 +137,11 @@ def memory_figure(rows: Sequence[Mapping], title: str = ""):
 
 
 def chunk_map_figure(maps: Mapping[str, Mapping], title: str = ""):
-    """CD-Fig14: one row per checkpoint, one panel per layer: the chunk-to-chunk attention map (log colour)."""
-    names = list(maps)
+    """CD-Fig14: one row per checkpoint, one panel per layer: the chunk-to-chunk attention map (log colour).
+    Training-seed replicates (``cdt@seed1``, ...) are left out: one row per arm, its first seed."""
+    from repro.methods.arms import split_seed
+
+    names = [n for n in maps if split_seed(n)[1] == 0]
     layers = len(maps[names[0]]["map"])
     fig, axes = plt.subplots(len(names), layers, figsize=(2.8 * layers, 2.6 * len(names)), squeeze=False)
     for r, n in enumerate(names):

@@ -1,13 +1,21 @@
 """Context Denoising Training's evaluation table (CD-Tab2): RULER, BABILong (qa1-qa5 generated offline,
 :mod:`repro.tasks.babilong`) and CDT's multi-hop task by length, and LongPPL, for CE (``rp_standard``), LongCE
 (``rp_longce``) and CDT (``cdt``) from the same base. Multi-seed arms show mean ± std across training seeds
-(:mod:`repro.reports.seeds`); the order verdict on RULER-13 at the target counts gaps beyond 2 paired SE
-(:mod:`repro.reports.noise`)."""
+(:mod:`repro.reports.seeds`). The verdict is the declared headline (:mod:`repro.claims.cdt`): CDT above CE and
+LongCE on RULER-13 at the target and on BABILong, below them on LongPPL, each gap against its paired standard error
+widened by the training-seed spread (:mod:`repro.reports.noise`; LongPPL: a paired bootstrap over the documents),
+Holm-corrected over the six claims."""
 
 from __future__ import annotations
 
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
 from repro.profiles import Profile
-from repro.reports.common import Report, Scores, direction_agrees, label, missing_note, scale_note, show
+from repro.reports.cdt_analysis import headline, seed_note, seed_widened
+from repro.reports.common import Report, Scores, label, missing_note, scale_note, show
 from repro.reports.noise import GapTest, macro
 from repro.reports.seeds import cell, multi_seed_note, per_seed, pooled, seed_groups, seed_mean_std, seeds_label
 from repro.reports.testbed import doable_caption, base_can_do, doable_ruler
@@ -24,6 +32,8 @@ BABILONG_NOTE = ("BABILong: qa1-qa5 generated offline (repro.tasks.babilong: bAb
                  "and 'BABILong SE' its evaluation standard error over the prompts (sqrt(sum of var / n) / 5); the "
                  "paper's is the average of QA1, QA2, QA3, QA7 and QA8 (its Table 10) over 4K-64K on PG-19 text.")
 """How the BABILong column is generated and scored (the table's caption)."""
+CLAIM_ARMS = ("cdt", "rp_standard", "rp_longce")
+"""The arms of CD-Tab2's headline (:mod:`repro.claims.cdt`): CDT against CE and LongCE."""
 
 
 def babilong_se(suite, name: str, length: int) -> float | str:
@@ -84,18 +94,16 @@ def cd_tab2(suite, p: Profile, longppl: dict | None = None) -> Report:
                              f"{CD_NAMES.get(name, name)}: {pap[0] or '-'} / {pap[1] or '-'}, {pap[2]}, "
                              f"{pap[3] or '-'}" if pap else "-"),
                          "scale": scale_note(p)})
-    # the paper's claim is about RULER at the longest lengths: the paired test on RULER-13 at the target
     ruler = {name: seed_mean_std(per_seed(suite, reps, "suite", lambda x: x.average(RULER_TASKS, target)))[0]
              for name, reps in groups.items()}
-    noise = GapTest(suite, "suite", macro(RULER_TASKS, [target])) if len(groups) > 1 else None
-    verdict, how = direction_agrees({n: None if v is None else 100.0 * v for n, v in ruler.items()},
-                                    {k: v[1] for k, v in CD_TAB2.items()}, noise=noise)
+    ours, se, how = tab2_claims(suite, groups, longppl or {}, target, upto)
     lp_mean = {n: seed_mean_std([(longppl or {}).get(r, {}).get("longppl") for r in reps])[0]
                for n, reps in groups.items()}
     lp_known = {n: v for n, v in lp_mean.items() if v is not None}
-    lp_note = ("; LongPPL lowest: " + min(lp_known, key=lp_known.get) + " (paper: cdt)") if lp_known else ""
+    lp_note = ("LongPPL lowest: " + min(lp_known, key=lp_known.get) + " (paper: cdt); ") if lp_known else ""
+    verdict, note = headline("CD-Tab2", ours, se, f"{lp_note}{how}")
     cols = list(dict.fromkeys(k for r in rows for k in r))
-    ours = "; ".join(f"{n} RULER-13 at {target}: {show(v)}" for n, v in ruler.items()) + \
+    ours_text = "; ".join(f"{n} RULER-13 at {target}: {show(v)}" for n, v in ruler.items()) + \
         "".join(f"; {n} LongPPL {v:.3f}" for n, v in lp_known.items()) + \
         "; " + "; ".join(f"{n} multi-hop mean: {show(v)}" for n, v in mh_avg.items()) + \
         "; " + "; ".join(f"{n} BABILong mean: {show(v)}" for n, v in bl_avg.items())
@@ -104,4 +112,71 @@ def cd_tab2(suite, p: Profile, longppl: dict | None = None) -> Report:
            f"gap, and on every token) on held-out code documents at the target. {BABILONG_NOTE} "
            f"{doable_caption(suite, p, hops)} {multi_seed_note(groups)} Scale: {scale_note(p)}.")
     return Report("CD-Tab2", [{"name": "CD-Tab2", "rows": rows, "columns": cols, "caption": cap}],
-                  ours=ours, agrees=verdict, note=f"RULER-13 at the target (paper: 64K): {how}{lp_note}")
+                  ours=ours_text, agrees=verdict, note=note)
+
+
+def tab2_claims(suite: Mapping[str, Mapping[str, Any]], groups: Mapping[str, Sequence[str]],
+                longppl: Mapping[str, Mapping], target: int, upto: Sequence[int]):
+    """CD-Tab2's headline on our numbers: ``(ours, se, how)``, arms ``"<checkpoint>: RULER-13"`` (at ``target``),
+    ``": BABILong"`` (the mean over the lengths in ``upto`` where every headline arm has BABILong rows) and
+    ``": LongPPL"`` (mean over training seeds), in percent for the scores. ``se`` pairs the prompts
+    (:class:`repro.reports.noise.GapTest`) or the documents (:func:`longppl_gap_se`), widened by the training-seed
+    spread."""
+    arms = [a for a in CLAIM_ARMS if a in groups]
+    bl_lengths = [L for L in upto if arms and all(pooled(suite, groups[a], "suite").average(BABILONG, L) is not None
+                                                  for a in arms)]
+    tests = {"RULER-13": GapTest(suite, "suite", macro(RULER_TASKS, [target]))}
+    if bl_lengths:
+        tests["BABILong"] = GapTest(suite, "suite", macro(BABILONG, bl_lengths))
+    ours: dict[str, float | None] = {}
+    for a in CLAIM_ARMS:
+        for metric, t in tests.items():
+            ours[f"{a}: {metric}"] = t.value(a)
+        lp = [longppl.get(r, {}).get("longppl") for r in groups.get(a, ())]
+        ours[f"{a}: LongPPL"] = float(np.mean(lp)) if lp and None not in lp else None
+    lp_reps = {a: [longppl[r]["longppl"] for r in groups[a]] for a in arms if ours[f"{a}: LongPPL"] is not None}
+
+    def se(x: str, y: str) -> float | None:
+        (a, metric), (b, _) = x.split(": ", 1), y.split(": ", 1)
+        if metric in tests:
+            return tests[metric].se(a, b)
+        if metric != "LongPPL" or a not in lp_reps or b not in lp_reps:
+            return None
+        return seed_widened(longppl_gap_se([longppl[r] for r in groups[a]], [longppl[r] for r in groups[b]]),
+                            lp_reps, a, b)
+
+    how = (f"RULER-13 and BABILong (lengths {', '.join(map(str, bl_lengths)) or 'none with every arm'}): "
+           f"{tests['RULER-13'].method()}; LongPPL: paired bootstrap over the documents, {seed_note(lp_reps)}")
+    return ours, se, how
+
+
+def longppl_gap_se(reps_a: Sequence[Mapping], reps_b: Sequence[Mapping], B: int = 2000,
+                   seed: int = 0) -> float | None:
+    """Bootstrap SE of ``LongPPL(a) - LongPPL(b)`` over the documents (every checkpoint scores the same documents
+    with the same key tokens, so the documents pair up): each resample aggregates each replicate as the official
+    script does (the CE pooled over the key tokens, :func:`repro.analysis.longppl.aggregate`) and averages an arm's
+    replicates. None when a record has no per-document rows, the document counts differ, or below two documents."""
+    def docs(rec: Mapping) -> np.ndarray | None:
+        rows = rec.get("docs")
+        if not rows:
+            return None
+        return np.array([[r["n_key"], math.log(r["longppl"])] if r.get("longppl") and r.get("n_key") else [0.0, 0.0]
+                         for r in rows], dtype=float)
+
+    arrays = [[docs(r) for r in reps] for reps in (reps_a, reps_b)]
+    flat = [x for arm in arrays for x in arm]
+    if not flat or any(x is None for x in flat) or len({x.shape[0] for x in flat}) != 1 or flat[0].shape[0] < 2:
+        return None
+    idx = np.random.default_rng(seed).integers(0, flat[0].shape[0], (B, flat[0].shape[0]))
+
+    def arm_value(arm: list[np.ndarray]) -> np.ndarray:
+        vals = []
+        for x in arm:
+            w, lg = x[idx, 0], x[idx, 1]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                vals.append(np.exp((w * lg).sum(axis=1) / w.sum(axis=1)))
+        return np.mean(vals, axis=0)
+
+    d = arm_value(arrays[0]) - arm_value(arrays[1])
+    d = d[np.isfinite(d)]
+    return float(d.std(ddof=1)) if d.size > 1 else None

@@ -100,7 +100,8 @@ def cd_attention_maps(profile: Profile | str, names: tuple[str, ...] = ("rp_stan
     (:func:`repro.analysis.attention_map.chunked_attention_map`, ``cdt.map_chunks`` chunks, mean over heads and over
     ``cdt.map_samples`` multi-hop prompts at the target), and per prompt and layer the share of the last chunk's
     attention (the question's queries) that goes to chunks holding critical (supporting or interference) tokens.
-    Untrained checkpoints are left out."""
+    The trained training-seed replicates of ``names`` (``cdt@seed1``, ...) are mapped too, on the same prompts (the
+    report widens the gap by their spread). Untrained checkpoints are left out."""
     import numpy as np
 
     from repro.analysis.attention_map import chunk_bounds, chunked_attention_map
@@ -111,11 +112,11 @@ def cd_attention_maps(profile: Profile | str, names: tuple[str, ...] = ("rp_stan
 
     p = as_profile(profile)
     cd, target = p.cdt, p.extend.target_window
-    have = set(available_checkpoints(p, run_dir))
+    from repro.methods.arms import split_seed
+
+    have = available_checkpoints(p, run_dir)
     out = {}
-    for name in names:
-        if name not in have:
-            continue
+    for name in [n for arm in names for n in have if split_seed(n)[0] == arm]:
         ckpt = checkpoint_path(p, name, run_dir)
         key = stage_key("cdscores", {"ckpt": checkpoint_id(ckpt, run_dir), "map": [cd.map_chunks, cd.map_samples,
                                                                                   cd.analysis_pool, target]})

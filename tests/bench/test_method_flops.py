@@ -24,6 +24,8 @@ def test_llama3_8b_proportions_and_the_closed_forms():
         assert cdt_flops(LLAMA3_8B, T, "frozen") / ce_flops(LLAMA3_8B, T) == pytest.approx(
             (5 * B + 6 * A + 5 * H) / (3 * B + 3 * A + 3 * H), rel=1e-12)
         assert cdt_flops(LLAMA3_8B, T, "full_backward") / ce_flops(LLAMA3_8B, T) == pytest.approx(2.0)
+        # the authors' step: a discarded clean forward + full backward, then two more of each (9 forwards' FLOPs)
+        assert cdt_flops(LLAMA3_8B, T, "authors") / ce_flops(LLAMA3_8B, T) == pytest.approx(3.0)
     # skip, prefix-shared, s uniform: (4.5 B + 5 A) / (3 B + 3 A) plus the KL's head (4 x half the row's logits)
     for T in (8192, 65536):
         prop = LLAMA3_8B.proportions(T)
