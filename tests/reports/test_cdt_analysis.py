@@ -8,6 +8,7 @@ import pytest
 from repro.analysis.cdt_scores import detected_shares
 from repro.profiles import get_profile
 from repro.reports import cdt_analysis as cda
+from repro.reports import cdt_effects as cde
 
 P = get_profile("tiny")
 TYPES = ("supporting", "interference", "irrelevant", "low_frequency")
@@ -172,7 +173,7 @@ def _sweep(gains, emphasis=None, se=0.01):
 def test_fig8_headline():
     up = ([0.01, 0.02, 0.0], [0.2, 0.25, 0.15], [0.4, 0.5, 0.45])
     emph = ([0.1, 0.12, 0.08],) * 3
-    rep = cda.cd_fig8(_sweep(up, emph), P)
+    rep = cde.cd_fig8(_sweep(up, emph), P)
     assert rep.agrees == "yes" and rep.note.startswith("headline: 3/3 claims hold beyond noise")
     # the mean over lrs of each sample's gains: (0.61, 0.77, 0.60) / 3, SE over the three samples
     means = np.mean(up, axis=0)
@@ -180,11 +181,11 @@ def test_fig8_headline():
     assert f"gap {0.45 - 0.01:+.4g} +- {se_of(up[2], up[0]):.2g}" in rep.note  # largest vs smallest lr, paired
     # attention on critical tokens falls more the larger the lr, and the emphasizing step lowers it: the opposite
     down = ([-0.01, -0.02, -0.015], [-0.2, -0.25, -0.15], [-0.4, -0.5, -0.45])
-    rep = cda.cd_fig8(_sweep(down, tuple([-0.1, -0.12, -0.08] for _ in range(3))), P)
+    rep = cde.cd_fig8(_sweep(down, tuple([-0.1, -0.12, -0.08] for _ in range(3))), P)
     assert rep.agrees == "no" and "3 significant the other way" in rep.note
     # no measurable change (old records: no per-sample values, no emphasis): gains 1e-5 +- 0.001 tie
     flat = [{k: v for k, v in r.items() if k != "gain_samples"} for r in _sweep(([1e-5] * 3,) * 3, se=0.001)]
-    rep = cda.cd_fig8(flat, P)
+    rep = cde.cd_fig8(flat, P)
     assert rep.agrees == "tie within noise" and "untested" in rep.note
     assert "denoising mean of the rows' SEs (upper bound)" in rep.note
     # SE of the ends without per-sample values: unpaired sqrt(se1^2 + se2^2)
@@ -199,31 +200,31 @@ def _curve(acc, ig, se=0.01):
 
 def test_fig10_headline_is_cdt_against_ce_at_the_last_checkpoint():
     rising = {"ce": (0.2, 0.5), "cdt": (0.2, 0.8)}
-    data, rep = cda.cd_fig10(_curve(rising, rising), P)
+    data, rep = cde.cd_fig10(_curve(rising, rising), P)
     assert rep.agrees == "yes" and rep.note.startswith("headline: 3/3 claims hold beyond noise")
     assert f"gap {0.3:+.4g} +- {math.hypot(0.01, 0.01):.2g}" in rep.note
     assert "ce step 100 -> 600: accuracy +0.300 ± 0.014" in rep.note  # rising is shown, never decides
     assert "training-seed spread is not measured" in rep.note
     # both rise, CE more: rising alone is not the claim
     both = {"ce": (0.2, 0.8), "cdt": (0.2, 0.5)}
-    assert cda.cd_fig10(_curve(both, both), P)[1].agrees == "no"
+    assert cde.cd_fig10(_curve(both, both), P)[1].agrees == "no"
     # CDT 0.02 ahead with SEs 0.05 each (gap 0.28 SE): within noise
     close = {"ce": (0.2, 0.60), "cdt": (0.2, 0.62)}
-    assert cda.cd_fig10(_curve(close, close, se=0.05), P)[1].agrees == "tie within noise"
+    assert cde.cd_fig10(_curve(close, close, se=0.05), P)[1].agrees == "tie within noise"
 
 
 def test_mem_headline():
     mem = [{"method": "ours", "length": n, "status": "ok", "peak_mib": 1, "seconds": 1} for n in (1024, 32768)] + \
           [{"method": "naive", "length": 1024, "status": "ok", "peak_mib": 1, "seconds": 1},
            {"method": "naive", "length": 2048, "status": "out of memory (> 1 MiB)", "peak_mib": 2, "seconds": None}]
-    rep = cda.cd_mem(mem, P)
+    rep = cde.cd_mem(mem, P)
     assert rep.agrees == "yes" and rep.ours == "ours up to 32768 tokens, naive up to 1024"
     assert "gap +3.174e+04 +- 0" in rep.note and "goal: ours at >= 32768 tokens within the cap: met" in rep.note
     swapped = [{**r, "method": {"ours": "naive", "naive": "ours"}[r["method"]]} for r in mem]
-    assert cda.cd_mem(swapped, P).agrees == "no"  # the direct score reaches further: the paper's opposite
+    assert cde.cd_mem(swapped, P).agrees == "no"  # the direct score reaches further: the paper's opposite
     both = [r for r in mem if r["method"] == "ours"] + [{**r, "method": "naive"} for r in mem if r["method"] == "ours"]
-    assert cda.cd_mem(both, P).agrees == "tie within noise"  # both reach the sweep's end: no difference seen
-    assert cda.cd_mem([r for r in mem if r["method"] == "ours"], P).agrees == "n/a"  # naive not run
+    assert cde.cd_mem(both, P).agrees == "tie within noise"  # both reach the sweep's end: no difference seen
+    assert cde.cd_mem([r for r in mem if r["method"] == "ours"], P).agrees == "n/a"  # naive not run
 
 
 def _maps(before, after):
@@ -233,17 +234,17 @@ def _maps(before, after):
 
 def test_fig14_headline_is_the_mean_over_layers():
     before, after = [[0.1, 0.2], [0.1, 0.2], [0.12, 0.2]], [[0.3, 0.2], [0.31, 0.2], [0.29, 0.2]]
-    rep = cda.cd_fig14(_maps(before, after), P)
+    rep = cde.cd_fig14(_maps(before, after), P)
     assert rep.agrees == "yes" and rep.tables[0]["rows"][1]["after - before (paired)"].startswith("0.000")
     # per prompt, mean over layers: before (0.15, 0.15, 0.16), after (0.25, 0.255, 0.245)
     d = se_of([0.25, 0.255, 0.245], [0.15, 0.15, 0.16])
     assert f"gap {0.25 - 0.46 / 3:+.4g} +- {d:.2g}" in rep.note
     assert "one checkpoint per arm" in rep.note  # no replicates: prompts only, and it says so
-    assert cda.cd_fig14(_maps(after, before), P).agrees == "no"
+    assert cde.cd_fig14(_maps(after, before), P).agrees == "no"
     # one layer up by 0.006, the other down by as much: the mean over layers does not move
     mixed_b, mixed_a = [[0.1, 0.2], [0.1, 0.21], [0.11, 0.2]], [[0.106, 0.194], [0.106, 0.204], [0.116, 0.194]]
-    assert cda.cd_fig14(_maps(mixed_b, mixed_a), P).agrees == "tie within noise"
-    assert cda.cd_fig14({}, P).agrees == "n/a"
+    assert cde.cd_fig14(_maps(mixed_b, mixed_a), P).agrees == "tie within noise"
+    assert cde.cd_fig14({}, P).agrees == "n/a"
 
 
 def test_fig14_widens_by_the_training_seed_spread():
@@ -251,7 +252,7 @@ def test_fig14_widens_by_the_training_seed_spread():
     maps = _maps(before, after)
     lower = [[x - 0.1 for x in row] for row in after]  # a second CDT seed 0.1 lower
     maps["cdt@seed1"] = {"last_row_critical": lower, "map": []}
-    rep = cda.cd_fig14(maps, P)
+    rep = cde.cd_fig14(maps, P)
     # after averaged over the seeds per prompt: (0.2, 0.205, 0.195); seed values 0.25 and 0.15 (spread s)
     eval_se = se_of([0.2, 0.205, 0.195], [0.15, 0.15, 0.16])
     s = float(np.std([0.25, 0.15], ddof=1))

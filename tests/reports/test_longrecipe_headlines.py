@@ -11,6 +11,7 @@ from repro.claims import headline_of
 from repro.claims.longrecipe import HEADLINES, on, split_on
 from repro.profiles import get_profile
 from repro.reports import longrecipe as lrr
+from repro.reports import longrecipe_analysis as lra
 from repro.reports.headline import TIE
 from repro.tasks.summary import NIAH_M_TASKS, NIAH_TASKS, RULER_TASKS
 from tests.reports.records import record, rows
@@ -43,7 +44,7 @@ def claim_se(note, i):
 
 def test_every_target_but_the_configuration_declares_a_headline_from_the_paper():
     assert set(HEADLINES) == {"LR-Alg1", "LR-Fig2", "LR-Fig3", "LR-Tab1", "LR-Tab2", "LR-Tab3", "LR-Tab4", "LR-Cost"}
-    assert headline_of("LR-Tab6") is None and lrr.lr_tab6(P, None, None).agrees == "n/a"
+    assert headline_of("LR-Tab6") is None and lra.lr_tab6(P, None, None).agrees == "n/a"
     assert all(h.source for h in HEADLINES.values())
     assert "10.1% improvement with LongRecipe over PoSE" in HEADLINES["LR-Tab1"].source
     assert "over 85%" in HEADLINES["LR-Cost"].source
@@ -167,7 +168,7 @@ def saving(lr, flt=(2.0, 2.1, 1.9, 2.0)):
 
 
 def test_lr_cost_tests_the_papers_85_percent_with_the_interval_of_the_saving():
-    rep = lrr.lr_cost(cost_runs([0.2] * 4), P, 4)  # savings 90, 90.5, 89.5, 90: above 85 beyond noise
+    rep = lra.lr_cost(cost_runs([0.2] * 4), P, 4)  # savings 90, 90.5, 89.5, 90: above 85 beyond noise
     assert (rep.target, rep.agrees) == ("LR-Cost", "yes")
     m, se = saving([0.2] * 4)
     assert rep.ours == (f"LongRecipe: 0.30x FLT's tokens, 0.24x its FLOPs, 0.10x its step time; step-time saving "
@@ -175,34 +176,34 @@ def test_lr_cost_tests_the_papers_85_percent_with_the_interval_of_the_saving():
     assert rep.note.startswith("headline: 1/1 claims hold beyond noise")
     assert "FLOPs saving 76.0% and token saving 70.0% (analytic, exact" in rep.note
     t = rep.tables[0]
-    assert t["name"] == "LR-Cost" and t["rows"] == lrr.cost_rows(cost_runs([0.2] * 4))
+    assert t["name"] == "LR-Cost" and t["rows"] == lra.cost_rows(cost_runs([0.2] * 4))
     # 76% less step time: the interval (75.0 +- 2 x 0.5) lies below 85 -> no
-    no = lrr.lr_cost(cost_runs([0.48] * 4), P, 4)
+    no = lra.lr_cost(cost_runs([0.48] * 4), P, 4)
     m, se = saving([0.48] * 4)
     assert no.agrees == "no" and m + 2 * se < 85 and f"interval [{m - 2 * se:.1f}, {m + 2 * se:.1f}]" in no.note
-    tie = lrr.lr_cost(cost_runs([0.3] * 4), P, 4)  # 85, 85.7, 84.2, 85: holds 85 within its interval
+    tie = lra.lr_cost(cost_runs([0.3] * 4), P, 4)  # 85, 85.7, 84.2, 85: holds 85 within its interval
     m, se = saving([0.3] * 4)
     assert tie.agrees == TIE and m - 2 * se < 85 < m + 2 * se
     runs = cost_runs([0.2] * 4)
     for r in runs.values():
         del r["seconds"]
-    assert lrr.lr_cost(runs, P, 4).agrees == "n/a"
+    assert lra.lr_cost(runs, P, 4).agrees == "n/a"
 
 
 def test_step_saving_counts_data_time_per_round_and_refuses_other_runs():
     runs = cost_runs([0.2] * 4, data_seconds=[0.1] * 4)
-    assert lrr.step_saving(runs)[3] == "compute only (no per-round data times recorded)"
+    assert lra.step_saving(runs)[3] == "compute only (no per-round data times recorded)"
     runs["flt"]["data_seconds"] = [0.0] * 4
-    got = lrr.step_saving(runs)
+    got = lra.step_saving(runs)
     assert got[:3] == pytest.approx((*saving([0.3] * 4), 4)) and got[3] == "compute + data"
     with pytest.raises(ValueError, match="allowed: the same rounds"):
-        lrr.step_saving(cost_runs([0.2] * 3))
-    assert lrr.step_saving(cost_runs([0.2], flt_seconds=[2.0])) is None
+        lra.step_saving(cost_runs([0.2] * 3))
+    assert lra.step_saving(cost_runs([0.2], flt_seconds=[2.0])) is None
 
 
 # -- LR-Fig2 --------------------------------------------------------------------------------------
 def fig2(ratio, ratio_se, segment, segment_se, rpes=1.4286, rpes_se=0.01):
-    return lrr.lr_fig2({"distance_ratio_longrecipe_pose": ratio, "distance_ratio_se": ratio_se, "target": 131072,
+    return lra.lr_fig2({"distance_ratio_longrecipe_pose": ratio, "distance_ratio_se": ratio_se, "target": 131072,
                         "longrecipe_segment": segment, "longrecipe_segment_se": segment_se, "rpes_segment": rpes,
                         "rpes_segment_se": rpes_se, "rpes_segment_steps": rpes - 1})
 
@@ -242,7 +243,7 @@ class Tok:
 
 
 def fig3(types):
-    return lrr.lr_fig3(analysis(types), Tok(), P.override(longrecipe={"pos_bins": 1}))[1]
+    return lra.lr_fig3(analysis(types), Tok(), P.override(longrecipe={"pos_bins": 1}))[1]
 
 
 OTHERS = ["PRON", "AUX", "CCONJ", "ADP"]
@@ -260,10 +261,10 @@ def test_lr_fig3_num_above_the_tags_the_paper_names():
 
 
 def test_tag_share_se_needs_two_texts_and_tags():
-    assert lrr.tag_share_se([[True, False]], [["NUM", "ADP"]], "NUM", ["ADP"]) == {"ADP": None}
-    assert lrr.tag_share_se([[True], [True]], [], "NUM", ["ADP"]) == {"ADP": None}
+    assert lra.tag_share_se([[True, False]], [["NUM", "ADP"]], "NUM", ["ADP"]) == {"ADP": None}
+    assert lra.tag_share_se([[True], [True]], [], "NUM", ["ADP"]) == {"ADP": None}
     with pytest.raises(ValueError, match="allowed: one tag per token"):
-        lrr.tag_share_se([[True], [True]], [["NUM", "ADP"], ["NUM", "ADP"]], "NUM", ["ADP"])
+        lra.tag_share_se([[True], [True]], [["NUM", "ADP"], ["NUM", "ADP"]], "NUM", ["ADP"])
 
 
 # -- LR-Alg1 --------------------------------------------------------------------------------------
@@ -272,19 +273,19 @@ TRACE = {"sentence_starts": np.array([0, 3, 5]), "sentence_lengths": np.array([3
 
 
 def test_lr_alg1_rules_checked_exactly():
-    rep = lrr.lr_alg1(TRACE)
+    rep = lra.lr_alg1(TRACE)
     assert rep.agrees == "yes" and rep.ours == ("3 sentences at slots [0, 7, 15] -> first positions [0, 10, 20] in "
                                                 "a 30-cell window")
-    assert lrr.alg1_checks(TRACE) == {"first sentence's position": 0, "broken steps inside sentences": 0,
+    assert lra.alg1_checks(TRACE) == {"first sentence's position": 0, "broken steps inside sentences": 0,
                                       "positions out of order or outside the window": 0}
     moved = {**TRACE, "positions": TRACE["positions"] + 1}  # the first sentence not at 0
-    assert lrr.alg1_checks(moved)["first sentence's position"] == 1
-    assert lrr.lr_alg1(moved).agrees == "partly"
+    assert lra.alg1_checks(moved)["first sentence's position"] == 1
+    assert lra.lr_alg1(moved).agrees == "partly"
     broken = {**TRACE, "positions": np.array([1, 2, 4, 3, 11, 20, 21, 30])}
     # first at 1; inside sentences 2 -> 4, 3 -> 11 and 21 -> 30 break; 4 -> 3 goes back and 30 is outside [0, 30)
-    assert lrr.alg1_checks(broken) == {"first sentence's position": 1, "broken steps inside sentences": 3,
+    assert lra.alg1_checks(broken) == {"first sentence's position": 1, "broken steps inside sentences": 3,
                                        "positions out of order or outside the window": 2}
-    assert lrr.lr_alg1(broken).agrees == "no"
+    assert lra.lr_alg1(broken).agrees == "no"
 
 
 def test_lr_alg1_on_the_library_trace():
@@ -292,4 +293,4 @@ def test_lr_alg1_on_the_library_trace():
 
     s = Pos.PositionSample(n=40, sentence_starts=tuple(range(0, 40, 7)))
     trace = Pos.longrecipe_alg1_trace(s, 100, np.random.default_rng(0))
-    assert lrr.lr_alg1(trace).agrees == "yes"
+    assert lra.lr_alg1(trace).agrees == "yes"

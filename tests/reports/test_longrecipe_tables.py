@@ -5,6 +5,7 @@ import pytest
 
 from repro.profiles import get_profile
 from repro.reports import longrecipe as lrr
+from repro.reports import longrecipe_analysis as lra
 from repro.tasks.summary import NIAH_M_TASKS, NIAH_TASKS, RULER_TASKS
 
 P = get_profile("tiny")  # base window 256, target 1024, YaRN 2x -> 2048
@@ -94,19 +95,19 @@ def test_lr_tab3_and_tab4():
 def test_cost_rows_are_ratios_to_flt():
     runs = {"flt": {"seconds_per_step": 2.0, "tokens_per_step": 1000.0, "flops_per_step": 4e9},
             "longrecipe": {"seconds_per_step": 0.5, "tokens_per_step": 300.0, "flops_per_step": 1e9}}
-    lr = lrr.cost_rows(runs)[1]
+    lr = lra.cost_rows(runs)[1]
     assert lr["time vs FLT"] == 0.25 and lr["tokens vs FLT"] == 0.3 and lr["FLOPs vs FLT"] == 0.25
     assert lr["GFLOPs/step"] == 1.0
     assert lr["wall vs FLT (compute + data)"] == 0.25 and lr["data seconds/step"] == "-"
     runs["flt"]["data_seconds_per_step"], runs["longrecipe"]["data_seconds_per_step"] = 0.5, 0.1
     runs["longrecipe"]["prepare_seconds_per_step"] = 0.3
-    lr = lrr.cost_rows(runs)[1]
+    lr = lra.cost_rows(runs)[1]
     assert lr["wall vs FLT (compute + data)"] == 0.24  # (0.5 + 0.1) / (2.0 + 0.5)
     assert lr["preparation seconds/step (before training)"] == 0.3
 
 
 def test_lr_tab6_shows_ours_beside_the_paper():
-    rep = lrr.lr_tab6(P, 3600.0, 491_200)
+    rep = lra.lr_tab6(P, 3600.0, 491_200)
     rows = {r["setting"]: r for r in rep.tables[0]["rows"]}
     assert rows["training sample length"]["ours (tiny)"] == "307 (30%)"
     assert rows["training sample length"]["paper (Llama3-8B 80K)"] == "24K (30%)"
@@ -127,7 +128,7 @@ def test_lr_fig3_verdict_from_tags():
                         delta=np.array([0, 0, 0, 0, 0, 4.0, 1.0, 1.0]), counts=np.array([0, 0, 0, 0, 0, 2, 2, 2]),
                         anchors=np.array([5]), tags=tags)
     p = P.override(longrecipe={"pos_bins": 1})
-    curves, rep = lrr.lr_fig3(res, Tok(), p)
+    curves, rep = lra.lr_fig3(res, Tok(), p)
     pos = {r["POS"]: r for r in rep.tables[0]["rows"]}
     assert pos["NUM"]["share among top tokens"] == pytest.approx(2 / 3, abs=1e-4)
     assert pos["NUM"]["share among all tokens"] == pytest.approx(2 / 6, abs=1e-4) and pos["NUM"]["enrichment"] == 2.0
