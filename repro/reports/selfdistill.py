@@ -139,7 +139,7 @@ def rp_tab1_2(suite, p: Profile) -> Report:
     cap1 = f"RP-Tab1 analog: RULER average per evaluation length. {seeds} Scale: {scale_note(p)}."
     return Report("RP-Tab1/2", [{"name": "RP-Tab1-2", "rows": rows, "columns": cols, "caption": cap},
                                 {"name": "RP-Tab1-2-lengths", "rows": by_len, "columns": len_cols, "caption": cap1}],
-                  ours=f"@{target}: {ours}", agrees=verdict, note=f"{metric} at the target: {how}")
+                  ours=f"@{target}: {ours}", agrees=verdict, note=f"{how}. Metric: {metric} at the target")
 
 
 # -- RP-Fig1a ------------------------------------------------------------------------------------
@@ -223,7 +223,7 @@ def rp_tab14(suite, p: Profile) -> Report:
            f"target {target}. {doable_caption(suite, p, specs)} {multi_seed_note(groups)} Scale: {scale_note(p)}.")
     return Report("RP-Tab14", [{"name": "RP-Tab14", "rows": rows, "columns": cols, "caption": cap}],
                   ours="; ".join(f"{n} {show(v)}" for n, v in avg.items()), agrees=verdict,
-                  note=f"mean over ordinals at the target: {how}")
+                  note=f"{how}. Metric: mean over ordinals at the target")
 
 
 # -- RP-Tab15 ------------------------------------------------------------------------------------

@@ -75,4 +75,4 @@ def rp_ablation(suite, p: Profile, target_id: str) -> Report:
     table = {"name": target_id, "rows": rows, "columns": list(rows[0]), "caption": cap}
     summary = "; ".join(f"{n} {'n/a' if v is None else round(v, 1)}" for n, v in ours.items())
     return Report(target_id, [table], ours=summary, agrees=verdict,
-                  note=f"{metric} at the target: {how}")
+                  note=f"{how}. Metric: {metric} at the target")
