@@ -2,19 +2,25 @@
 
 The paper (Fig. 2, §1) shows histograms only: after self-distillation the last queries put more attention
 weights above 1e-3 at large distances. Our number for that claim is the share of above-threshold entries
-whose distance exceeds ``far x T`` (T/2 by default) at the layer of the paper's relative depth (24 of 32).
-The verdict compares each self-distillation arm with standard fine-tuning (``rp_standard``, else ``flt``)
-text by text: a gap counts beyond two paired standard errors over the texts (:func:`repro.stats.paired_se`).
+whose distance exceeds ``far x T`` (T/2 by default), at every layer (the paper shows layer 24 of 32).
+The verdict is the declared headline (:mod:`repro.claims.selfdistill`): each self-distillation arm above
+standard fine-tuning (``rp_standard``, else ``flt``) at every layer (:func:`per_layer`), Holm-corrected over all
+layers and arms. The value compared is the per-text far share over the share of key positions beyond ``far x T``
+(:func:`key_share_beyond`: the last queries see fewer keys at large distances, so 1 is attention blind to distance);
+a gap's SE is the paired SE over the texts (:func:`repro.stats.paired_se`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Mapping
 
+from repro.claims import headline_of
 from repro.profiles import Profile
-from repro.reports.common import Report, compare, order_verdict
-from repro.reports.selfdistill import RP_METHODS
-from repro.stats import Z, paired_se
+from repro.reports.common import Report
+from repro.reports.headline import Claim, Headline, judge
+from repro.reports.selfdistill import RP_METHODS, STANDARD
+from repro.stats import paired_se
 
 BASELINES = ("rp_standard", "flt")
 """Standard full-length fine-tuning, in order of preference (the comparison's own arm first)."""
@@ -70,10 +76,13 @@ def rp_fig2(records: Mapping[str, Mapping], missing: Mapping[str, str], p: Profi
     rows.append({"model": PAPER_ROW, "layer": 24, "texts": 1, "query rows": "256 x heads",
                  "share beyond far": "self-distillation: more mass at large distances, more uniform long-range "
                                      "attention (histogram only, no numbers)"})
-    layer = first["verdict_layer"]
-    ours = "; ".join(f"{n} {_r(_layer(r, layer)['far_share'])}" for n, r in records.items() if _layer(r, layer))
-    ours = f"layer {layer}: share of entries beyond {far:g}T: {ours}"
-    agrees, note = _verdict(records, layer)
+    layers = [x["layer"] for x in first["layers"]]
+    ours = "; ".join(f"{n} " + " / ".join(str(_r(x["far_share"])) if (x := _layer(r, k)) else "n/a" for k in layers)
+                     for n, r in records.items())
+    share = key_share_beyond(first["length"], first["queries"], far)
+    ours = (f"share of entries beyond {far:g}T (of key positions: {share:.3f}) at layers "
+            f"{' / '.join(map(str, layers))}: {ours}")
+    agrees, note = _verdict(records)
     gone = f" Not trained yet, so not shown: {', '.join(missing)}." if missing else ""
     cap = (f"RP-Fig2 summaries: attention weights above the threshold from the last queries, by signed distance "
            f"query - key (token positions). 'share beyond far': fraction of those entries at distance > {far:g} T; "
@@ -87,27 +96,57 @@ def rp_fig2(records: Mapping[str, Mapping], missing: Mapping[str, str], p: Profi
                   ours=ours, agrees=agrees, note=note)
 
 
-def _verdict(records: Mapping[str, Mapping], layer: int) -> tuple[str, str]:
-    """Each self-distillation arm vs standard fine-tuning on the per-text far share at ``layer``."""
+def key_share_beyond(length: int, queries: int, far: float) -> float:
+    """Share of the (query, key) pairs of the last ``queries`` causal queries of a ``length``-token text whose
+    distance exceeds ``far x length``: the query at position ``q`` sees keys at distances 0..q, of which
+    ``max(0, q - floor(far x length))`` are beyond."""
+    if not 1 <= queries <= length or not 0.0 < far < 1.0:
+        raise ValueError(f"length={length}, queries={queries}, far={far}; allowed: 1 <= queries <= length, "
+                         "0 < far < 1")
+    cut = math.floor(far * length)
+    qs = range(length - queries, length)
+    return sum(max(0, q - cut) for q in qs) / sum(q + 1 for q in qs)
+
+
+def per_layer(headline: Headline, layers) -> Headline:
+    """``headline`` with each claim repeated at every layer: arms ``"<arm> layer <k>"``."""
+    return Headline(tuple(Claim(f"{c.a} layer {k}", f"{c.b} layer {k}", c.expect, f"{c.what}, layer {k}")
+                          for k in layers for c in headline.claims), headline.source)
+
+
+def _verdict(records: Mapping[str, Mapping]) -> tuple[str, str]:
+    """RP-Fig2's headline at every layer: each self-distillation arm against standard fine-tuning on the per-text
+    far share over the key-position share beyond far, paired over texts."""
     base = next((b for b in BASELINES if b in records), None)
     methods = [m for m in RP_METHODS if m in records]
     if base is None or not methods:
         return "n/a", (f"needs a self-distillation arm ({', '.join(RP_METHODS)}) and standard fine-tuning "
                        f"({' or '.join(BASELINES)}); present: {', '.join(records)}")
-    b = _layer(records[base], layer)["per_sample"]["far_share"]
-    ok = bad = ties = 0
-    parts = []
-    for m in methods:
-        a = _layer(records[m], layer)["per_sample"]["far_share"]
-        pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
-        if not pairs:
-            continue
-        xa, xb = [x for x, _ in pairs], [y for _, y in pairs]
-        gap = sum(xa) / len(xa) - sum(xb) / len(xb)
-        se = paired_se(xa, xb) if len(pairs) >= 2 else None
-        o, _ = compare(gap, se)
-        ok, bad, ties = ok + (o == "higher"), bad + (o == "lower"), ties + (o == "tie")
-        noise = f" (SE {se:.3f}, {o})" if se is not None else " (one text: no SE)"
-        parts.append(f"{m} - {base} = {gap:+.3f}{noise}")
-    how = f"per-text far share at layer {layer}, paired over texts, a gap counts beyond {Z:g} SE: " + "; ".join(parts)
-    return order_verdict(ok, bad, ties), how
+    first = records[base]
+    share = key_share_beyond(first["length"], first["queries"], first["far"])
+    layers = [x["layer"] for x in first["layers"]]
+    arm = {STANDARD: base, **{m: m for m in methods}}
+    texts = {}  # "<arm> layer <k>" -> per-text normalized far shares
+    for name, ckpt in arm.items():
+        for k in layers:
+            lay = _layer(records[ckpt], k)
+            texts[f"{name} layer {k}"] = None if lay is None else [
+                None if x is None else x / share for x in lay["per_sample"]["far_share"]]
+
+    def paired(a: str, b: str):
+        pairs = [(x, y) for x, y in zip(texts.get(a) or [], texts.get(b) or []) if x is not None and y is not None]
+        return [x for x, _ in pairs], [y for _, y in pairs]
+
+    ours = {}
+    for key, vals in texts.items():
+        v = [x for x in vals or [] if x is not None]
+        ours[key] = sum(v) / len(v) if v else None
+
+    def se(a: str, b: str) -> float | None:
+        xa, xb = paired(a, b)
+        return paired_se(xa, xb) if len(xa) >= 2 else None
+
+    verdict, how = judge(per_layer(headline_of("RP-Fig2"), layers), ours, se)
+    stand_in = f"; {base} stands in for {STANDARD} (not analysed)" if base != STANDARD else ""
+    return verdict, (f"{how}{stand_in}; values: per-text share of above-threshold entries beyond "
+                     f"{first['far']:g}T over the share of key positions there ({share:.3f}), paired over texts")

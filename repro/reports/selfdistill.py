@@ -2,17 +2,24 @@
 from the records of :func:`repro.recipes.plans.suite_plan`, with the paper's numbers keyed by our checkpoint names.
 
 An arm trained with several seeds (``flt``, ``flt@seed1``, ...; :mod:`repro.reports.seeds`) is one row: its
-averages are mean ± std across seeds, its per-task cells the mean over them. Order verdicts count a gap only
-beyond twice its paired standard error (:class:`repro.reports.noise.GapTest`).
+averages are mean ± std across seeds, its per-task cells the mean over them. Each verdict is the target's declared
+headline (:mod:`repro.claims.selfdistill`) judged by :func:`verdict_of`: every claim's gap against its paired
+standard error widened by the training-seed spread (:class:`repro.reports.noise.GapTest`), Holm-corrected within
+the table; the other pairs are shown in the note for context and never decide.
 """
 
 from __future__ import annotations
 
+import math
 from statistics import mean
+from typing import Callable, Mapping
 
+from repro.claims import headline_of
+from repro.claims.selfdistill import PAPER_STD_KEY, std_key, yarn_key
 from repro.profiles import Profile
-from repro.reports.common import SHORT, Report, Scores, compare, direction_agrees, missing_note, order_verdict, pct, \
-    scale_note, scores_of, show, significance
+from repro.reports.common import SHORT, Report, Scores, direction_agrees, missing_note, pct, scale_note, scores_of, \
+    show
+from repro.reports.headline import judge
 from repro.reports.noise import GapTest, depth_decile, macro
 from repro.reports.seeds import cell, multi_seed_note, per_seed, pooled, seed_groups, seed_mean_std, seeds_label
 from repro.reports.testbed import doable_caption, base_can_do, doable_ruler
@@ -46,6 +53,19 @@ RP_TAB15 = {"rp_standard": ((85.26, 0.08), (57.32, 0.12)), "rp_cyclic": ((87.29,
             "rp_skip": ((87.82, 0.09), (69.32, 0.09))}
 """Table 15, mean (std) of RULER 32K and 64K over evaluation seeds."""
 RP_TAB15_MAX_STD = 0.17
+
+
+def verdict_of(target: str, ours: Mapping[str, float | None], se: Callable[[str, str], float | None],
+               context: str = "") -> tuple[str, str]:
+    """``(verdict, note)`` of ``target``'s declared headline (:func:`repro.claims.headline_of`) on ``ours`` (key ->
+    value) with ``se(a, b)`` the standard error of ``ours[a] - ours[b]`` (:func:`repro.reports.headline.judge`);
+    the note is the headline result, then ``context`` (pairs shown, never deciding)."""
+    headline = headline_of(target)
+    if headline is None:
+        raise ValueError(f"target={target!r} has no declared headline; allowed: the keys of "
+                         "repro.claims.selfdistill.HEADLINES")
+    verdict, how = judge(headline, ours, se)
+    return verdict, how + (f". Other pairs, for context (not deciding): {context}" if context else "")
 
 
 def _headline(s: Scores, suite, p: Profile, length: int) -> tuple[float | None, str]:
@@ -109,8 +129,9 @@ def rp_tab1_2(suite, p: Profile) -> Report:
         by_len.append(r)
     head = {n: seed_mean_std(_arm_headline(suite, p, "suite", reps, target))[0] for n, reps in groups.items()}
     metric = _headline(Scores(None), suite, p, target)[1]
-    verdict, how = direction_agrees(_percent(head), {k: v[1] for k, v in RP_TAB1.items()},
-                                    noise=_headline_test(suite, p, "suite", target))
+    noise = _headline_test(suite, p, "suite", target)
+    verdict, how = verdict_of("RP-Tab1/2", _percent(head), noise.se,
+                              direction_agrees(_percent(head), {k: v[1] for k, v in RP_TAB1.items()}, noise=noise)[1])
     ours = "; ".join(f"{n} Avg-13 {show(avg[n])}, {metric} {show(head[n])}" for n in groups)
     seeds = multi_seed_note(groups)
     cap = (f"RP-Tab2 analog: RULER per task (percent) at the target {target}, with the paper's rows. "
@@ -118,7 +139,7 @@ def rp_tab1_2(suite, p: Profile) -> Report:
     cap1 = f"RP-Tab1 analog: RULER average per evaluation length. {seeds} Scale: {scale_note(p)}."
     return Report("RP-Tab1/2", [{"name": "RP-Tab1-2", "rows": rows, "columns": cols, "caption": cap},
                                 {"name": "RP-Tab1-2-lengths", "rows": by_len, "columns": len_cols, "caption": cap1}],
-                  ours=f"@{target}: {ours}", agrees=verdict, note=f"{metric} at the target: {how}")
+                  ours=f"@{target}: {ours}", agrees=verdict, note=f"{how}. Metric: {metric} at the target")
 
 
 # -- RP-Fig1a ------------------------------------------------------------------------------------
@@ -159,22 +180,23 @@ def rp_fig1a(suite, p: Profile) -> tuple[dict[str, list[float | None]], Report]:
 
 
 def _fig1a_verdict(suite, task: str, curves, stats, ours_rp, ref: str = STANDARD) -> tuple[str, str]:
-    """Each self-distillation arm against Standard (``ref``): higher mean and smaller spread (max - min) of the
-    decile curve, each counted when beyond 2 paired SE (bootstrap over the prompts of each decile)."""
+    """RP-Fig1a's headline: each self-distillation arm against Standard (``ref``; the testbed's ``flt`` stands in
+    while ``rp_standard`` is not trained): a higher mean and a smaller spread (max - min) of the decile curve, each
+    gap against its paired SE (bootstrap over the prompts of each decile, widened by the training-seed spread)."""
     cells = {(task, i): 0.1 for i, v in enumerate(curves[ref]) if v is not None}
     tests = {"mean": GapTest(suite, "deciles", cells, stratum=depth_decile),
              "spread": GapTest(suite, "deciles", cells, stratum=depth_decile,
                                metric=lambda m: m.max(axis=1) - m.min(axis=1))}
-    checks = []
-    for n in ours_rp:  # higher mean: n - ref > 0; flatter: ref spread - n spread > 0
-        checks.append(compare(100 * (stats[n][0] - stats[ref][0]), tests["mean"].se(n, ref)))
-        checks.append(compare(100 * (stats[ref][1] - stats[n][1]), tests["spread"].se(ref, n)))
-    o = [x for x, _ in checks]
-    ok, bad, ties = o.count("higher"), o.count("lower"), o.count("tie")
-    how = (f"self-distillation flatter (smaller spread) and higher (mean) than {ref} on {ok}/{ok + bad} significant "
-           f"checks" + (f", {ties} tied within noise" if ties else "") + "; "
-           + significance(ok + bad, len(checks), tests["mean"], sum(not t for _, t in checks)))
-    return order_verdict(ok, bad, ties), how
+    arm = {n: ref if n == STANDARD else n for n in (STANDARD, *ours_rp)}  # claim arm -> our checkpoint
+    ours = {f"{n} {k}": 100 * stats[c][i] for n, c in arm.items() for i, k in enumerate(("mean", "spread"))}
+
+    def se(a: str, b: str) -> float | None:
+        (na, ka), (nb, _) = a.rsplit(" ", 1), b.rsplit(" ", 1)
+        return tests[ka].se(arm[na], arm[nb])
+
+    verdict, how = verdict_of("RP-Fig1a", ours, se)
+    stand_in = f"; {ref} stands in for {STANDARD} (not trained)" if ref != STANDARD else ""
+    return verdict, how + stand_in + f"; noise: {tests['mean'].method()}"
 
 
 # -- RP-Tab14 ------------------------------------------------------------------------------------
@@ -193,14 +215,15 @@ def rp_tab14(suite, p: Profile) -> Report:
         rows.append({"model": seeds_label(name, reps), **{sp.split("=")[1]: s.cell(sp, target) for sp in specs},
                      "mean": cell(vals, missing_note(s, specs, target)),
                      "paper (64K NIAH-position)": f"{RP_NAMES[name]} {pap}" if pap else "-", "scale": scale_note(p)})
-    verdict, how = direction_agrees(_percent(avg), RP_TAB14,
-                                    noise=GapTest(suite, "suite", macro(specs, target)) if specs else None)
+    noise = GapTest(suite, "suite", macro(specs, target)) if specs else None
+    verdict, how = verdict_of("RP-Tab14", _percent(avg), noise.se if noise else lambda a, b: None,
+                              direction_agrees(_percent(avg), RP_TAB14, noise=noise)[1])
     cols = list(dict.fromkeys(k for r in rows for k in r))
     cap = (f"RP-Tab14 analog: NIAH-position (4 occurrences of one key) accuracy (percent) per ordinal at the "
            f"target {target}. {doable_caption(suite, p, specs)} {multi_seed_note(groups)} Scale: {scale_note(p)}.")
     return Report("RP-Tab14", [{"name": "RP-Tab14", "rows": rows, "columns": cols, "caption": cap}],
                   ours="; ".join(f"{n} {show(v)}" for n, v in avg.items()), agrees=verdict,
-                  note=f"mean over ordinals at the target: {how}")
+                  note=f"{how}. Metric: mean over ordinals at the target")
 
 
 # -- RP-Tab15 ------------------------------------------------------------------------------------
@@ -229,6 +252,39 @@ def _over_eval_seeds(rs: list[dict], tasks, target: int) -> tuple[float, float, 
         return mean_std(rs, agg)
     except ValueError:
         return None
+
+
+def std_se(sd: float, n: int) -> float | None:
+    """Standard error of a sample std ``sd`` over ``n`` normal draws, ``sd / sqrt(2 (n - 1))`` (the large-sample
+    approximation); None below two draws."""
+    if sd < 0 or n < 0:
+        raise ValueError(f"sd={sd}, n={n}; allowed: sd >= 0, n >= 0")
+    return sd / math.sqrt(2 * (n - 1)) if n >= 2 else None
+
+
+def _tab15_claims(stats: Mapping[str, tuple[float, float, int]]):
+    """RP-Tab15's ``ours`` (each arm's evaluation-seed std, and the paper's bound) and ``se``: an arm's std has the
+    SE of :func:`std_se`, the paper's bound none."""
+    ours: dict[str, float | None] = {std_key(n): sd for n, (_, sd, _) in stats.items()}
+    ours[PAPER_STD_KEY] = RP_TAB15_MAX_STD
+    by_key = {std_key(n): (sd, k) for n, (_, sd, k) in stats.items()}
+
+    def se(a: str, b: str) -> float | None:
+        s = [std_se(*by_key[x]) if x in by_key else 0.0 for x in (a, b)]
+        return None if None in s else math.sqrt(s[0] ** 2 + s[1] ** 2)
+
+    return ours, se
+
+
+def _tab15_context(stats: Mapping[str, tuple[float, float, int]]) -> str:
+    """The largest evaluation-seed std against the smallest gap between two arms' means (a std below every gap
+    leaves the table's order readable)."""
+    if not stats:
+        return ""
+    worst = max(sd for _, sd, _ in stats.values())
+    means = sorted(m for m, _, _ in stats.values())
+    gap = min((b - a for a, b in zip(means, means[1:])), default=None)
+    return f"max std {worst:.2f} points" + ("" if gap is None else f", smallest gap between arms {gap:.2f}")
 
 
 def rp_tab15(suite, p: Profile) -> Report:
@@ -261,20 +317,7 @@ def rp_tab15(suite, p: Profile) -> Report:
         row["scale"] = scale_note(p)
         rows.append(row)
     metric = f"RULER-doable ({len(doable)} tasks)" if doable else "RULER-13"
-    if not stats or max(n for *_, n in stats.values()) < 2:
-        verdict, how = "n/a", "fewer than two evaluation seeds with complete results"
-    else:
-        worst = max(sd for _, sd, _ in stats.values())
-        means = sorted(m for m, _, _ in stats.values())
-        gap = min((b - a for a, b in zip(means, means[1:])), default=None)
-        if worst <= RP_TAB15_MAX_STD:
-            verdict, how = "yes", f"max std {worst:.2f} <= {RP_TAB15_MAX_STD} points"
-        elif gap is not None and worst < gap:
-            verdict, how = "partly", (f"max std {worst:.2f} points is above the paper's {RP_TAB15_MAX_STD} but below "
-                                      f"the smallest gap between checkpoints ({gap:.2f})")
-        else:
-            verdict, how = "no", f"max std {worst:.2f} points" + (
-                f" >= smallest gap {gap:.2f}" if gap is not None else "")
+    verdict, how = verdict_of("RP-Tab15", *_tab15_claims(stats), _tab15_context(stats))
     how += "; training-seed std: " + (", ".join(f"{n} {sd:.2f} over {k} seeds" for n, (sd, k) in train.items())
                                       if train else "not measured (one training seed per arm)")
     ours = "; ".join(f"{n} {m:.1f} ({sd:.2f}) over {k} seeds" for n, (m, sd, k) in stats.items()) or "n/a"
@@ -292,9 +335,8 @@ def rp_tab4_5(suite, p: Profile) -> Report:
     """RULER beyond the target: without RoPE change (when in the grid) and with YaRN per factor."""
     target = p.extend.target_window
     doable = doable_ruler(suite, p)
-    rows, head = [], {}
+    rows, head = [], {}  # head: yarn_key(arm, factor) -> the arm's headline with YaRN at that factor
     factors = sorted({*p.eval.yarn_factors, *p.selfdistill.yarn_factors})  # the suite's and the RP arms' factors
-    first = factors[0] if factors else None
     groups = seed_groups(suite)
     for name, reps in groups.items():
         s = pooled(suite, reps, "suite")
@@ -311,23 +353,39 @@ def rp_tab4_5(suite, p: Profile) -> Report:
                 row[f"RULER-13 @{L} no YaRN"] = cell(avg("suite", RULER_TASKS, L), missing_note(s, RULER_TASKS, L))
             row[f"RULER-13 YaRN {f:g}x @{L}"] = cell(avg(part, RULER_TASKS, L), missing_note(y, RULER_TASKS, L))
             row[f"RULER-doable YaRN {f:g}x @{L}"] = cell(avg(part, doable, L), "n/a (no task the base can do)")
-            if f == first:
-                head[name] = seed_mean_std(_arm_headline(suite, p, part, reps, L))[0]
+            head[yarn_key(name, f)] = seed_mean_std(_arm_headline(suite, p, part, reps, L))[0]
         pap = RP_TAB4.get(name)
         row["paper YaRN 2x / 4x (Llama 128K / 256K)"] = f"{RP_NAMES[name]} {pap[0]} / {pap[1]}" if pap else "-"
         row["scale"] = scale_note(p)
         rows.append(row)
-    if first:
-        L = int(round(first * target))
-        verdict, how = direction_agrees(_percent(head), {k: v[0] for k, v in RP_TAB4.items()},
-                                        noise=_headline_test(suite, p, f"yarn{first:g}", L))
-    else:
-        verdict, how = "n/a", "no YaRN factor"
+    verdict, how = _tab4_5_verdict(suite, p, factors, list(groups), _percent(head))
     metric = f"RULER-doable ({len(doable)} tasks)" if doable else "RULER-13"
     cols = list(dict.fromkeys(k for r in rows for k in r))
     cap = (f"RP-Tab4/5 analog: RULER (percent) beyond the target {target} with YaRN at evaluation time "
            f"(base: from its {p.base.window} window; extended checkpoints: from {target}). "
            f"{doable_caption(suite, p, RULER_TASKS)} {multi_seed_note(groups)} Scale: {scale_note(p)}.")
     return Report("RP-Tab4/5", [{"name": "RP-Tab4-5", "rows": rows, "columns": cols, "caption": cap}],
-                  ours=f"{metric} YaRN {first:g}x: " + "; ".join(f"{n} {show(v)}" for n, v in head.items())
-                  if first else "", agrees=verdict, note=how)
+                  ours="; ".join(f"{metric} YaRN {f:g}x: " + ", ".join(
+                      f"{n} {show(head[yarn_key(n, f)])}" for n in groups) for f in factors), agrees=verdict, note=how)
+
+
+def _tab4_5_verdict(suite, p: Profile, factors, arms, ours: Mapping[str, float | None]) -> tuple[str, str]:
+    """RP-Tab4/5's headline over every YaRN factor at once (Holm over all its claims), each factor's gaps against
+    the paired test of that factor's part; the other pairs of each factor are the context."""
+    if not factors:
+        return "n/a", "no YaRN factor evaluated"
+    target = p.extend.target_window
+    tests = {f: _headline_test(suite, p, f"yarn{f:g}", int(round(f * target))) for f in factors}
+    where = {yarn_key(n, f): (n, f) for f in factors for n in arms}
+
+    def se(a: str, b: str) -> float | None:
+        (na, fa), (nb, fb) = where[a], where[b]
+        if fa != fb:
+            raise ValueError(f"claim {a} vs {b}: YaRN factors {fa:g} and {fb:g}; allowed: one factor per claim")
+        return tests[fa].se(na, nb)
+
+    column = {2.0: 0, 4.0: 1}  # RP_TAB4's columns
+    context = " | ".join(f"YaRN {f:g}x: " + direction_agrees(
+        {n: ours.get(yarn_key(n, f)) for n in arms}, {k: v[column[f]] for k, v in RP_TAB4.items()},
+        noise=tests[f])[1] for f in factors if f in column)
+    return verdict_of("RP-Tab4/5", ours, se, context)
