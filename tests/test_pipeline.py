@@ -45,6 +45,11 @@ def test_smoke_reproduce_writes_every_figure_and_the_index(smoke_run):
             assert (root / "figures" / f).exists()
     for tid in (*EVAL_TARGETS, *CD_TARGETS, *PL_TARGETS):
         assert index[tid]["agrees"] in {"yes", "no", "partly", "tie within noise", "n/a"}, tid
+    from repro.provenance import code_commit
+
+    assert len({row["run"] for row in index.values()}) == 1  # one reproduce wrote every row ...
+    assert {row["commit"] for row in index.values()} == {code_commit()}  # ... from this checkout's code
+    assert "## What this run shows" in (root / "figures" / "INDEX.md").read_text()
     tidy = root / "runs" / "smoke" / "eval" / "results-tidy.csv"
     assert tidy.exists() and "n/a (min length" in tidy.read_text()  # smoke lengths are too short for some tasks
     # executed notebooks are kept in the run directory, with outputs
