@@ -9,32 +9,44 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from repro.plotting.axes import SE_NOTE, noise_aware_ylim  # noqa: E402
+
 
 def _known(points: Sequence[Mapping], key: str) -> list[Mapping]:
     return [x for x in points if x.get(key) is not None]
 
 
+def _ses(points: Sequence[Mapping], key: str) -> list[float]:
+    """The points' ``<key>_se`` (0 where a point has none: no bar drawn)."""
+    return [x.get(f"{key}_se") or 0.0 for x in points]
+
+
 def share_curves(points: Sequence[Mapping], title: str = ""):
     """PL-Fig3: downstream, recall and short accuracy (left) and long-document perplexity (right) against the share
-    of long data; error bars are the training-seed std where an arm has replicates."""
+    of long data; error bars are each point's ±1 SE (``<key>_se``: prompts or documents, and training seeds where
+    measured); the y-axes hold every bar (:func:`repro.plotting.axes.noise_aware_ylim`)."""
     if not points:
         raise ValueError("no points to draw; allowed: at least one long-share arm")
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(9, 3.4))
+    values, ses = [], []
     for key, label, style in (("long", "downstream (doable tasks, target)", "o-"), ("recall", "recall", "s--"),
                               ("short", "short (NIAH, base window)", "^:")):
         pts = _known(points, key)
         if pts:
-            ax.errorbar([x["long_share"] for x in pts], [x[key] for x in pts],
-                        yerr=[x.get(f"{key}_std") or 0.0 for x in pts], fmt=style, capsize=3, label=label)
+            ax.errorbar([x["long_share"] for x in pts], [x[key] for x in pts], yerr=_ses(pts, key), fmt=style,
+                        capsize=3, label=label)
+            values, ses = values + [x[key] for x in pts], ses + _ses(pts, key)
     ax.set_xlabel("long data (% of non-task rows)")
-    ax.set_ylabel("accuracy (%)")
+    ax.set_ylabel(f"accuracy (%; {SE_NOTE})")
+    noise_aware_ylim(ax, values, ses, bounds=(0, 100))
     ax.legend(fontsize=7)
     pts = _known(points, "ppl")
     if pts:
-        bx.errorbar([x["long_share"] for x in pts], [x["ppl"] for x in pts],
-                    yerr=[x.get("ppl_std") or 0.0 for x in pts], fmt="o-", color="C3", capsize=3)
+        bx.errorbar([x["long_share"] for x in pts], [x["ppl"] for x in pts], yerr=_ses(pts, "ppl"), fmt="o-",
+                    color="C3", capsize=3)
+        noise_aware_ylim(bx, [x["ppl"] for x in pts], _ses(pts, "ppl"), bounds=(1, None))
     bx.set_xlabel("long data (% of non-task rows)")
-    bx.set_ylabel("long-document perplexity")
+    bx.set_ylabel(f"long-document perplexity ({SE_NOTE})")
     for a in (ax, bx):
         a.axvline(60, color="gray", lw=0.8, ls=":")
         a.grid(alpha=0.3)
@@ -44,17 +56,20 @@ def share_curves(points: Sequence[Mapping], title: str = ""):
 
 
 def ppl_vs_downstream(points: Sequence[Mapping], title: str = ""):
-    """PL-Fig1: long-document perplexity (x) against the downstream average (y), one point per long share."""
+    """PL-Fig1: long-document perplexity (x) against the downstream average (y), one point per long share, with
+    ±1 SE bars on both (``ppl_se``, ``long_se``)."""
     pts = [x for x in points if x.get("ppl") is not None and x.get("long") is not None]
     if not pts:
         raise ValueError("no point has both a perplexity and a downstream score")
     fig, ax = plt.subplots(figsize=(4.6, 3.4))
-    ax.plot([x["ppl"] for x in pts], [x["long"] for x in pts], "o-", color="C0")
+    ax.errorbar([x["ppl"] for x in pts], [x["long"] for x in pts], xerr=_ses(pts, "ppl"), yerr=_ses(pts, "long"),
+                fmt="o-", color="C0", capsize=3)
     for x in pts:
         ax.annotate(f"{x['long_share']}%", (x["ppl"], x["long"]), textcoords="offset points", xytext=(4, 4),
                     fontsize=8)
-    ax.set_xlabel("long-document perplexity (lower is better)")
+    ax.set_xlabel(f"long-document perplexity (lower is better; {SE_NOTE})", fontsize=8)
     ax.set_ylabel("downstream accuracy (%)")
+    noise_aware_ylim(ax, [x["long"] for x in pts], _ses(pts, "long"), bounds=(0, 100))
     ax.invert_xaxis()
     ax.grid(alpha=0.3)
     ax.set_title(title, fontsize=9)

@@ -218,6 +218,13 @@ class GapTest:
             return 100.0 * math.sqrt(sum(w ** 2 * np.var(x) / x.size for w, x in zip(self.weights, xs)))
         return 100.0 * stats.bootstrap_se(xs, self.metric, self.B, self.seed)
 
+    def point_se(self, arm: str) -> float | None:
+        """SE of ``arm``'s headline as one point of a figure (percent): :meth:`arm_se` widened by the same
+        training-seed term a gap gives each arm (its own spread ``s^2 / k``, a single-seed arm the pooled spread
+        ``s^2``, nothing when no arm has several seeds); None without an evaluation SE."""
+        e, s = self.arm_se(arm), self._scores(arm)
+        return None if e is None or s is None else math.hypot(e, self._seed_se((arm, s[0])))
+
     # per pair
     def gap(self, a: str, b: str) -> stats.Gap | None:
         """``a - b`` with its paired evaluation SE and the training-seed term (percent); None when an arm has

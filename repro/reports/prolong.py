@@ -173,6 +173,18 @@ class LossNoise:
             var += 0.0 if s is None else s ** 2 / (len(self._replicates(arm)) if own is not None else 1)
         return m, sd / math.sqrt(len(d)), math.sqrt(var)
 
+    def point_se(self, arm: str) -> float | None:
+        """SE of ``arm``'s mean held-out loss (nats) as one point of a figure: ``sd / sqrt(n)`` over its ``n``
+        documents, widened by the seed term :meth:`gap` gives one arm; None without two documents."""
+        x = self.per_doc(arm)
+        if x is None or len(x) < 2:
+            return None
+        m = sum(x) / len(x)
+        sd = math.sqrt(sum((v - m) ** 2 for v in x) / (len(x) - 1))
+        own, pooled = self.seed_std(arm), self.pooled_seed_std()
+        seed = own / math.sqrt(len(self._replicates(arm))) if own is not None else (pooled or 0.0)
+        return math.hypot(sd / math.sqrt(len(x)), seed)
+
     def se(self, a: str, b: str) -> float | None:
         """Total SE of ``a - b`` (nats), None without an estimate (:meth:`gap`)."""
         g = self.gap(a, b)
@@ -318,8 +330,10 @@ def pl_tab7(suite, ppl, p: Profile) -> Report:
 
 
 def share_points(suite, ppl, p: Profile) -> list[dict]:
-    """PL-Fig1/3's points: per long share, the downstream, recall, short and PPL (mean and std over replicates)."""
+    """PL-Fig1/3's points: per long share, the downstream, recall, short and PPL (mean and std over replicates) and
+    each one's standard error as a point (``<key>_se``: :func:`point_ses`)."""
     h = headlines(suite, ppl, p)
+    ses = point_ses(suite, ppl, p, {a: h[a]["names"] for a in SHARE_ARMS if a in h})
     out = []
     for arm, share in sorted(SHARE_ARMS.items(), key=lambda kv: kv[1]):
         if arm not in h:
@@ -329,8 +343,31 @@ def share_points(suite, ppl, p: Profile) -> list[dict]:
             m, s = seed_mean_std(h[arm][k])
             scale = 1.0 if k == "ppl" else 100.0
             pt[k], pt[f"{k}_std"] = (None if m is None else scale * m), (None if s is None else scale * s)
+            pt[f"{k}_se"] = None if pt[k] is None else ses[k](arm, pt[k])
         out.append(pt)
     return out
+
+
+def point_ses(suite, ppl, p: Profile, groups: Mapping[str, Sequence[str]]
+              ) -> dict[str, Callable[[str, float], float | None]]:
+    """Per metric (``long``, ``recall``, ``short``: percent points; ``ppl``), ``se(arm, value)`` of one arm's point:
+    the evaluation SE over prompts (:meth:`GapTest.point_se`, seed spread included) or over held-out documents for
+    the perplexity (:meth:`LossNoise.point_se` in nats, times the perplexity: the delta method); None without
+    an estimate."""
+    target, window, tasks = p.extend.target_window, p.base.window, long_tasks(suite, p)
+    tests = {"long": GapTest(suite, "long", macro(tasks, target)) if tasks else None,
+             "recall": GapTest(suite, "long", macro(rec, target)) if (rec := recall_tasks(tasks)) else None,
+             "short": GapTest(suite, "short", macro(_niah(p), window)) if _niah(p) else None}
+    loss = LossNoise(ppl, groups)
+
+    def by_test(key: str) -> Callable[[str, float], float | None]:
+        return lambda arm, _value: None if tests[key] is None else tests[key].point_se(arm)
+
+    def ppl_se(arm: str, value: float) -> float | None:
+        s = loss.point_se(arm)
+        return None if s is None else value * s
+
+    return {**{k: by_test(k) for k in tests}, "ppl": ppl_se}
 
 
 def _best_share(pts: Sequence[Mapping]) -> str | None:
@@ -398,4 +435,4 @@ def _r(x: float | None, s: float | None, digits: int) -> float | str:
 
 
 __all__ = ["headlines", "long_tasks", "pl_fig1", "pl_fig3", "pl_tab18", "pl_tab20", "pl_tab7",
-           "share_points"]
+           "point_ses", "share_points"]

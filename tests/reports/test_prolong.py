@@ -141,6 +141,30 @@ def test_loss_noise_pairs_documents_and_adds_the_seed_spread():
         plr.LossNoise(bad, {"prolong": ("prolong", "prolong@seed1")}).value("prolong")
 
 
+def test_share_points_carry_each_points_standard_error():
+    # one seed per arm: downstream SE over the 3 doable tasks' 40 prompts, sqrt(3 x 0.25 / 40) / 3 at 50%; the
+    # perplexity's SE is ppl x the loss's SE over the 8 documents (delta method)
+    suite = _suite({"pl_long0": 0.5, "prolong": 0.8}, short={"pl_long0": 0.5})
+    ppl = _ppl({"pl_long0": 3.0, "prolong": 2.7})
+    pts = {x["arm"]: x for x in plr.share_points(suite, ppl, P)}
+    assert pts["pl_long0"]["long_se"] == pytest.approx(100 * math.sqrt(3 * 0.25 / N) / 3)
+    assert pts["prolong"]["long_se"] == pytest.approx(100 * math.sqrt(3 * 0.8 * 0.2 / N) / 3)
+    assert pts["prolong"]["short_se"] == 0.0 and pts["pl_long0"]["short_se"] > 0  # all right: no spread
+    doc_se = statistics.stdev(JITTER["a"]) / math.sqrt(len(JITTER["a"]))
+    assert pts["prolong"]["ppl_se"] == pytest.approx(pts["prolong"]["ppl"] * doc_se)
+    assert plr.share_points(suite, {}, P)[0]["ppl_se"] is None
+
+
+def test_point_se_adds_the_seed_spread_of_the_arm():
+    # prolong over two seeds (losses 2.7, 2.9): the point's SE adds s / sqrt(2); a single-seed arm the pooled s
+    ppl = _ppl({"prolong": 2.7, "prolong@seed1": 2.9, "pl_long100": 2.5})
+    noise = plr.LossNoise(ppl, {"prolong": ("prolong", "prolong@seed1"), "pl_long100": ("pl_long100",)})
+    s, doc_se = statistics.stdev([2.7, 2.9]), statistics.stdev(JITTER["a"]) / math.sqrt(len(JITTER["a"]))
+    assert noise.point_se("prolong") == pytest.approx(math.hypot(doc_se, s / math.sqrt(2)))
+    assert noise.point_se("pl_long100") == pytest.approx(math.hypot(doc_se, s))
+    assert noise.point_se("pl_long0") is None
+
+
 def test_tab20_headline_is_masks_above_no_masks_on_long_and_short():
     def tab20(long_mask, long_none, short_mask=1.0, short_none=1.0):
         suite = _suite({"prolong": long_mask, "pl_nomask": long_none}, {"prolong": short_mask, "pl_nomask": short_none})
