@@ -11,6 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from repro.plotting.axes import SE_NOTE  # noqa: E402
+
 
 def accuracy_heatmaps(tables: Mapping[str, Mapping[tuple[int, float], float]], title: str = "",
                       marks: Mapping[str, int] | None = None):
@@ -39,16 +41,24 @@ def accuracy_heatmaps(tables: Mapping[str, Mapping[tuple[int, float], float]], t
     return fig
 
 
-def decile_curves(curves: Mapping[str, list], title: str = ""):
-    """Accuracy vs normalized answer position (depth decile centres), one line per model (RP-Fig1a)."""
+def decile_curves(curves: Mapping[str, list], title: str = "", ses: Mapping[str, list] | None = None):
+    """Accuracy vs normalized answer position (depth decile centres), one line per model (RP-Fig1a); ``ses``
+    (model -> one SE per decile, fractions as the curves; None where a decile has none) draws ±1 SE bars."""
     fig, ax = plt.subplots(figsize=(5.2, 3.4))
     x = np.arange(10) / 10 + 0.05
     for name, curve in curves.items():
-        y = np.array([np.nan if v is None else 100 * v for v in curve], dtype=float)
-        ax.plot(x, y, marker="o", label=name)
+        y = _percent(curve)
+        err = _percent((ses or {}).get(name) or [None] * len(curve))
+        ax.errorbar(x, y, yerr=np.nan_to_num(err), marker="o", capsize=2, label=name)
     ax.set_xlim(0, 1)
-    _percent_axes(ax, "normalized answer position (needle depth)", title, legend=8 if curves else None)
+    _percent_axes(ax, "normalized answer position (needle depth)", title, legend=8 if curves else None,
+                  ylabel=f"accuracy (%; {SE_NOTE})" if ses else "accuracy (%)")
     return fig
+
+
+def _percent(values: Sequence[float | None]) -> np.ndarray:
+    """Fractions as percent, None as NaN."""
+    return np.array([np.nan if v is None else 100 * v for v in values], dtype=float)
 
 
 def task_heatmap(values: Mapping[str, Mapping[str, float | None]], title: str = "",
@@ -91,11 +101,12 @@ def accuracy_vs_length(series: Mapping[str, Mapping[int, float | None]], title: 
     return fig
 
 
-def _percent_axes(ax, xlabel: str, title: str, legend: int | None) -> None:
-    """Shared finish of the accuracy-in-percent line plots."""
+def _percent_axes(ax, xlabel: str, title: str, legend: int | None, ylabel: str = "accuracy (%)") -> None:
+    """Shared finish of the accuracy-in-percent line plots: the fixed range 0-100 (a few points of room), so no
+    axis zooms into the noise."""
     ax.set_ylim(-3, 103)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("accuracy (%)")
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     if legend:
         ax.legend(fontsize=legend)
@@ -103,10 +114,22 @@ def _percent_axes(ax, xlabel: str, title: str, legend: int | None) -> None:
         ax.set_title(title, fontsize=10)
 
 
-def accuracy_vs_wallclock(points: Mapping[str, Sequence[tuple[float, float]]], title: str = ""):
-    """RP-Fig4: accuracy (percent) against training wall-clock seconds, one line per arm."""
+def _point(pt: Sequence[float | None]) -> tuple[float, float, float]:
+    """``(x, y, se)`` of a ``(x, y)`` or ``(x, y, se)`` point; a missing SE is 0 (no bar). ValueError otherwise."""
+    if len(pt) not in (2, 3):
+        raise ValueError(f"point {tuple(pt)!r}; allowed: (x, y) or (x, y, se)")
+    se = pt[2] if len(pt) == 3 else None
+    return float(pt[0]), float(pt[1]), 0.0 if se is None else float(se)
+
+
+def accuracy_vs_wallclock(points: Mapping[str, Sequence[Sequence[float | None]]], title: str = "",
+                          metric: str = "accuracy"):
+    """RP-Fig4: ``metric`` (percent) against training wall-clock seconds, one line per arm; points ``(seconds,
+    percent)`` or ``(seconds, percent, SE)``, the SE drawn as ±1 SE bars."""
     fig, ax = plt.subplots(figsize=(5.2, 3.4))
     for label, pts in points.items():
-        ax.plot([t for t, _ in pts], [v for _, v in pts], marker="o", label=label)
-    _percent_axes(ax, "training wall-clock (s)", title, legend=7 if points else None)
+        xs, ys, ses = zip(*map(_point, pts)) if pts else ((), (), ())
+        ax.errorbar(xs, ys, yerr=ses, marker="o", capsize=2, label=label)
+    _percent_axes(ax, "training wall-clock (s)", title, legend=7 if points else None,
+                  ylabel=f"{metric} (%; {SE_NOTE})")
     return fig

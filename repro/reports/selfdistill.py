@@ -179,6 +179,20 @@ def rp_fig1a(suite, p: Profile) -> tuple[dict[str, list[float | None]], Report]:
     return curves, Report("RP-Fig1a", [table], ours=ours, agrees=verdict, note=how)
 
 
+def decile_ses(suite, p: Profile) -> dict[str, list[float | None]]:
+    """RP-Fig1a's standard errors beside :func:`rp_fig1a`'s curves: per arm (replicates grouped) and depth decile of
+    ``eval.decile_task``, the SE of the decile's accuracy (a fraction) over its prompts, widened by the
+    training-seed spread as a gap would be (:meth:`repro.reports.noise.GapTest.point_se`); None for an empty
+    decile or one with a single prompt."""
+    task = p.eval.decile_task
+    tests = [GapTest(suite, "deciles", {(task, i): 1.0}, stratum=depth_decile) for i in range(10)]
+    out = {}
+    for name, reps in seed_groups(suite).items():
+        if any(r["task"] == task for r in pooled(suite, reps, "deciles").rows):
+            out[name] = [None if (se := t.point_se(name)) is None else se / 100 for t in tests]
+    return out
+
+
 def _fig1a_verdict(suite, task: str, curves, stats, ours_rp, ref: str = STANDARD) -> tuple[str, str]:
     """RP-Fig1a's headline: each self-distillation arm against Standard (``ref``; the testbed's ``flt`` stands in
     while ``rp_standard`` is not trained): a higher mean and a smaller spread (max - min) of the decile curve, each

@@ -128,17 +128,25 @@ def rp_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
                                       f"skip point uniform: {RATIO_GOAL}x (half a second pass)")
 
 
+def fig4_tasks(suite, p: Profile) -> tuple[tuple[str, ...], str]:
+    """RP-Fig4's tasks and their name: the RULER tasks the base can do at its window (``RULER-doable (k tasks)``),
+    all 13 (``RULER-13``) when it can do none."""
+    doable = doable_ruler(suite, p)
+    return (doable, f"RULER-doable ({len(doable)} tasks)") if doable else (RULER_TASKS, "RULER-13")
+
+
 def rp_fig4(curves: Mapping[str, Mapping[int, Mapping[str, Any]]], seconds: Mapping[str, float | None],
-            suite, p: Profile) -> tuple[dict[str, list[tuple[float, float]]], Report]:
+            suite, p: Profile) -> tuple[dict[str, list[tuple[float, float, float | None]]], Report]:
     """RP-Fig4: RULER at the target against wall-clock for each curve arm (``curves``: arm -> step -> record of
     RULER at the target; ``seconds``: arm -> its median seconds per step). Wall-clock = step x seconds per step.
-    ``suite`` holds the base's records (which tasks it can do) and, where trained, the main arms' (their
-    training-seed spread widens the standard error). Returns the points and the report."""
+    ``suite`` holds the base's records (which tasks it can do: :func:`fig4_tasks`) and, where trained, the main
+    arms' (their training-seed spread widens the standard error). Returns the points, arm -> ``(wall-clock s,
+    percent, SE)`` (SE: over the checkpoint's prompts, widened by the main arms' pooled seed spread; None below two
+    prompts a task), and the report."""
     target = p.extend.target_window
-    doable = doable_ruler(suite, p)
-    tasks = doable or RULER_TASKS
-    metric = f"RULER-doable ({len(doable)} tasks)" if doable else "RULER-13"
-    points: dict[str, list[tuple[float, float]]] = {}
+    tasks, metric = fig4_tasks(suite, p)
+    spread = GapTest(suite, "suite", macro(tasks, target)).pooled_seed_std() if suite else None
+    points: dict[str, list[tuple[float, float, float | None]]] = {}
     rows = []
     for name, by_step in curves.items():
         sps = seconds.get(name)
@@ -146,16 +154,21 @@ def rp_fig4(curves: Mapping[str, Mapping[int, Mapping[str, Any]]], seconds: Mapp
             v = scores_of({name: {"ruler": record}}, name, "ruler").average(tasks, target)
             if v is None or sps is None:
                 continue
-            points.setdefault(name, []).append((step * sps, 100 * v))
+            e = GapTest({name: {"ruler": record}}, "ruler", macro(tasks, target)).arm_se(name)
+            se = None if e is None else math.hypot(e, spread or 0.0)
+            points.setdefault(name, []).append((step * sps, 100 * v, se))
             rows.append({"arm": name, "step": step, "seconds / step": round(sps, 4),
-                         "wall-clock s": round(step * sps, 1), metric: round(100 * v, 1)})
+                         "wall-clock s": round(step * sps, 1), metric: round(100 * v, 1),
+                         "SE": _num(se)})
     verdict, how = _fig4_verdict(curves, seconds, suite, tasks, target, metric)
     cap = (f"RP-Fig4 data: {metric} (percent) at the target {target} along training, against wall-clock (step x the "
-           f"run's median seconds per step); Standard trained {p.selfdistill.matched_steps_ratio}x the steps. "
-           f"Scale: {scale_note(p, p.selfdistill.ablation_samples)}.")
+           f"run's median seconds per step); Standard trained {p.selfdistill.matched_steps_ratio}x the steps. SE: over "
+           f"each checkpoint's prompts, widened by the main arms' pooled training-seed spread (each curve has one "
+           f"seed). Scale: {scale_note(p, p.selfdistill.ablation_samples)}.")
     rep = Report("RP-Fig4", [{"name": "RP-Fig4", "rows": rows,
                               "columns": list(rows[0]) if rows else ["arm"], "caption": cap}],
-                 ours="; ".join(f"{n}: " + ", ".join(f"{v:.1f}@{t:.0f}s" for t, v in pts) for n, pts in points.items()),
+                 ours="; ".join(f"{n}: " + ", ".join(f"{v:.1f}@{t:.0f}s" for t, v, _ in pts)
+                                for n, pts in points.items()),
                  agrees=verdict, note=how)
     return points, rep
 

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from math import nan
+
 from matplotlib.container import ErrorbarContainer
 
 
 def errorbars(ax, axis: str = "y") -> dict[str, list[tuple[float, float, float]]]:
     """Label -> ``(position, low, high)`` of each drawn bar of the error-bar containers of ``ax`` (``axis``: the
-    bars' direction); position is the other coordinate. Unlabelled containers are ``_<k>``."""
+    bars' direction); position is the other coordinate; NaN for a point without a value. Unlabelled containers
+    are ``_<k>``."""
     out = {}
     for k, c in enumerate(x for x in ax.containers if isinstance(x, ErrorbarContainer)):
         segs = []
         for coll in c.lines[2]:
             for seg in coll.get_segments():
+                if len(seg) != 2:  # a point without a value (NaN): no bar
+                    segs.append((nan, nan, nan))
+                    continue
                 (x0, y0), (x1, y1) = seg
                 if axis == "y" and x0 == x1:
                     segs.append((float(x0), float(min(y0, y1)), float(max(y0, y1))))

@@ -150,6 +150,21 @@ def test_rp_fig1a_flt_stands_in_and_one_prompt_per_decile_is_untested():
     assert selfdistill.rp_fig1a(suite, P)[1].agrees == "n/a"
 
 
+def test_decile_ses_are_each_deciles_standard_error_beside_the_curves():
+    # 20 prompts per decile: a decile at accuracy a has SE sqrt(a (1 - a) / 20); one seed each, no spread to add;
+    # a decile with one prompt (flt) has none
+    suite = make_suite()
+    suite["rp_skip"] = {"deciles": _deciles(U_SHAPE)}
+    suite["rp_cyclic"] = {"deciles": _deciles(FLAT)}
+    ses = selfdistill.decile_ses(suite, P)
+    assert set(ses) == set(selfdistill.rp_fig1a(suite, P)[0]) == {"rp_skip", "rp_cyclic"}
+    assert ses["rp_skip"][0] == 0.0 and ses["rp_skip"][1] == pytest.approx(math.sqrt(0.2 * 0.8 / 20))
+    assert ses["rp_cyclic"] == [pytest.approx(math.sqrt(0.9 * 0.1 / 20))] * 10
+    one = make_suite()
+    one["flt"] = {"deciles": record([r for d in DECILE_DEPTHS for r in rows("niah_multikey_2", 1024, [1.0], depth=d)])}
+    assert selfdistill.decile_ses(one, P) == {"flt": [None] * 10}
+
+
 def _ruler_arm(acc, part="suite", n=40, extra=0):
     """RULER at the target (and, for ``yarn*`` parts, at their length): every task the first ``round(acc * n)`` of
     ``n`` prompts correct, ``extra`` more in niah_single_1."""

@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from repro.profiles import get_profile
-from repro.reports.selfdistill_training import rp_cost, rp_fig4, rp_tab7, run_seconds
+from repro.reports.selfdistill_training import fig4_tasks, rp_cost, rp_fig4, rp_tab7, run_seconds
 from repro.tasks.summary import NIAH_TASKS, RULER_TASKS
 from tests.reports.records import make_suite, record, rows
 
@@ -76,8 +76,12 @@ def test_rp_fig4_wallclock_and_verdict():
     curves = {"rp_skip": {100: _ruler(0.5), 200: _ruler(0.8)},
               "rp_standard_matched": {100: _ruler(0.4), 200: _ruler(0.6), 300: _ruler(0.7)}}
     points, rep = rp_fig4(curves, {"rp_skip": 1.5, "rp_standard_matched": 1.0}, base, P)
-    assert points["rp_skip"] == [(150.0, pytest.approx(points["rp_skip"][0][1])), (300.0, points["rp_skip"][1][1])]
-    assert [t for t, _ in points["rp_standard_matched"]] == [100.0, 200.0, 300.0]
+    assert [(t, v) for t, v, _ in points["rp_skip"]] == [(150.0, pytest.approx(50.0)), (300.0, pytest.approx(80.0))]
+    assert [t for t, _, _ in points["rp_standard_matched"]] == [100.0, 200.0, 300.0]
+    # each point's SE over its 8 doable tasks' 10 prompts: 100 sqrt(8 x 0.5 x 0.5 / 10) / 8 at 50%
+    assert points["rp_skip"][0][2] == pytest.approx(100 * math.sqrt(8 * 0.25 / 10) / 8)
+    assert points["rp_skip"][1][2] == pytest.approx(100 * math.sqrt(8 * 0.8 * 0.2 / 10) / 8)
+    assert fig4_tasks(base, P)[1] == "RULER-doable (8 tasks)" and "RULER-doable (8 tasks)" in rep.tables[0]["caption"]
     # at 300 s: skip 80 vs Standard 70 on the 8 NIAH tasks, nested prompts: SE sqrt(0.1 x 0.9 / 10 / 8) = 3.35
     se = 100 * math.sqrt(0.1 * 0.9 / 10 / 8)
     assert rep.agrees == "yes" and "rp_skip > rp_standard_matched (RULER at the target at equal training " \
@@ -109,7 +113,8 @@ def test_rp_fig4_widened_by_the_main_arms_seed_spread():
     for name, acc in (("rp_standard", 0.4), ("rp_standard@seed1", 0.5), ("rp_standard@seed2", 0.6)):
         suite[name] = {"suite": _ruler(acc)}
     curves = {"rp_skip": {200: _ruler(0.8)}, "rp_standard_matched": {300: _ruler(0.7)}}
-    rep = rp_fig4(curves, {"rp_skip": 1.5, "rp_standard_matched": 1.0}, suite, P)[1]
+    points, rep = rp_fig4(curves, {"rp_skip": 1.5, "rp_standard_matched": 1.0}, suite, P)
+    assert points["rp_skip"][0][2] == pytest.approx(math.hypot(100 * math.sqrt(8 * 0.8 * 0.2 / 10) / 8, 10.0))
     se = math.sqrt((100 * math.sqrt(0.1 * 0.9 / 10 / 8)) ** 2 + 2 * 10.0 ** 2)
     assert rep.agrees == "tie within noise" and _gap_and_se(rep.note) == (pytest.approx(10.0),
                                                                           pytest.approx(se, rel=0.05))
