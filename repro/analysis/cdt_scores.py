@@ -110,6 +110,12 @@ def manual_denoising(model, s: TypedSample, step: float) -> dict:
             "noise_by_type": {t: int((noise & (lab == t)).sum()) for t in TYPES}}
 
 
+def _se(values) -> float:
+    """SE of the mean over samples (``sd / sqrt(n)``, ddof 1); 0 for a single sample."""
+    x = np.asarray(values, dtype=float)
+    return float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else 0.0
+
+
 def denoising_sweep(model, samples: Sequence[TypedSample], lrs: Sequence[float], update_lr: float,
                     threshold: str = "document") -> list[dict]:
     """CD-Fig8 (§6.2): for each ``lr`` (beta = 1), CDT's detection (Eq. 2 on the training row's weighted CE) and
@@ -117,9 +123,10 @@ def denoising_sweep(model, samples: Sequence[TypedSample], lrs: Sequence[float],
     over the samples: ``before``, ``after_denoising`` (same weights, input ``E'``) and ``after_emphasizing`` (one
     AdamW step at ``update_lr`` on the CE of all samples' ``E'`` (Eq. 4), then measured on ``E'`` again). The
     denoising step is the sweep's ``lr``; the parameter update keeps a sane ``update_lr`` (a tiny model does not
-    survive an optimizer step at lr 10). One row per ``lr``; also the irrelevant tokens' attention, ``gain``: the
-    relative change of each sample's critical-token attention after the denoising step (mean, SE, and per sample in
-    ``gain_samples``), and ``emphasis_gain`` likewise after the emphasizing step against after denoising."""
+    survive an optimizer step at lr 10). One row per ``lr``, the three means each with its SE over samples
+    (``<key>_se``); also the irrelevant tokens' attention, ``gain``: the relative change of each sample's
+    critical-token attention after the denoising step (mean, SE, and per sample in ``gain_samples``), and
+    ``emphasis_gain`` likewise after the emphasizing step against after denoising."""
     from repro.methods.cdt import ce_from_embeds, denoise, embedding_gradients, noise_mask
 
     def batch(s):
@@ -148,6 +155,9 @@ def denoising_sweep(model, samples: Sequence[TypedSample], lrs: Sequence[float],
         opt.step()
         m2.eval()
         emph = [_attention_types(m2, s, d) for s, d in zip(samples, den)]
+        crit = {"before": [critical_attention(a[-1]) for a in base],
+                "after_denoising": [critical_attention(a) for a in after],
+                "after_emphasizing": [critical_attention(a) for a in emph]}
         gain = np.array([critical_attention(a) / critical_attention(b[-1]) - 1 for a, b in zip(after, base)])
         emphasis = np.array([critical_attention(e) / critical_attention(a) - 1 for e, a in zip(emph, after)])
         rows.append({"lr": float(lr), "gain": float(gain.mean()),
@@ -155,9 +165,8 @@ def denoising_sweep(model, samples: Sequence[TypedSample], lrs: Sequence[float],
                      "gain_samples": gain.tolist(), "emphasis_gain": float(emphasis.mean()),
                      "emphasis_gain_se": float(emphasis.std(ddof=1) / np.sqrt(emphasis.size))
                      if emphasis.size > 1 else 0.0, "emphasis_gain_samples": emphasis.tolist(),
-                     "before": float(np.mean([critical_attention(a[-1]) for a in base])),
-                     "after_denoising": float(np.mean([critical_attention(a) for a in after])),
-                     "after_emphasizing": float(np.mean([critical_attention(a) for a in emph])),
+                     **{k: float(np.mean(v)) for k, v in crit.items()},
+                     **{f"{k}_se": _se(v) for k, v in crit.items()},
                      "irrelevant_before": float(np.mean([a[-1]["irrelevant"] for a in base])),
                      "irrelevant_after_denoising": float(np.mean([a["irrelevant"] for a in after])),
                      "noise_fraction": float(np.mean([m.float().mean().item() for *_, m, _ in base]))})

@@ -11,6 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from repro.plotting.axes import SE_NOTE, noise_aware_ylim  # noqa: E402
+
 TYPES = ("supporting", "interference", "irrelevant", "low_frequency")
 
 
@@ -30,11 +32,14 @@ def _bars(ax, groups: Mapping[str, Mapping[str, tuple[float, float]]], title: st
     ax.legend(fontsize=7)
 
 
-def fr_vs_ig_figure(data: Mapping[str, Mapping[str, Mapping[str, tuple[float, float]]]], title: str = ""):
-    """CD-Fig3: one panel per answer group (right, wrong); bars per type for each score's share."""
+def fr_vs_ig_figure(data: Mapping[str, Mapping[str, Mapping[str, tuple[float, float]]]], title: str = "",
+                    counts: Mapping[str, int] | None = None):
+    """CD-Fig3: one panel per answer group (right, wrong); bars per type for each score's share (±1 SE over the
+    group's samples); ``counts`` (group -> samples) puts ``n`` in each panel's title."""
     fig, axes = plt.subplots(1, len(data), figsize=(5.2 * len(data), 3.2), squeeze=False)
     for ax, (g, scores) in zip(axes[0], data.items()):
-        _bars(ax, scores, f"{g} answers", "share (normalized over types)")
+        n = f" (n = {counts[g]})" if counts and g in counts else ""
+        _bars(ax, scores, f"{g} answers{n}", f"share (normalized over types; {SE_NOTE})")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return fig
@@ -76,17 +81,28 @@ def detection_figure(data: Mapping[str, Mapping[str, tuple[float, float]]], titl
     return fig
 
 
+SWEEP_CURVES = (("before", "before"), ("after_denoising", "after denoising"),
+                ("after_emphasizing", "after emphasizing"))
+"""CD-Fig8's curves: record key (its SE under ``<key>_se``) and label."""
+
+
 def sweep_figure(rows: Sequence[Mapping], title: str = ""):
     """CD-Fig8: attention per critical token vs the denoising lr (beta = 1): before, after denoising, after the
-    emphasizing step."""
+    emphasizing step, each mean with ±1 SE bars over samples where the rows carry ``<key>_se`` (older records do
+    not: no bars, and the axis label says so); the y-axis holds every bar."""
     fig, ax = plt.subplots(figsize=(5.0, 3.2))
     lrs = [r["lr"] for r in rows]
-    for k, (key, label) in enumerate((("before", "before"), ("after_denoising", "after denoising"),
-                                      ("after_emphasizing", "after emphasizing"))):
-        ax.plot(lrs, [r[key] for r in rows], marker="o", ms=3, color=f"C{k}", label=label)
+    has_se = bool(rows) and all(r.get(f"{key}_se") is not None for r in rows for key, _ in SWEEP_CURVES)
+    values, ses = [], []
+    for k, (key, label) in enumerate(SWEEP_CURVES):
+        y, e = [r[key] for r in rows], [r.get(f"{key}_se") or 0.0 for r in rows]
+        ax.errorbar(lrs, y, yerr=e, marker="o", ms=3, capsize=2, color=f"C{k}", label=label)
+        values, ses = values + y, ses + e
+    noise_aware_ylim(ax, values, ses, bounds=(0, None))
     ax.set_xscale("log")
     ax.set_xlabel("lr of the denoising step (beta = 1)", fontsize=8)
-    ax.set_ylabel("attention per critical token", fontsize=8)
+    ax.set_ylabel("attention per critical token" + (f"\n({SE_NOTE} over samples, unpaired)" if has_se else
+                                                    "\n(no SE in these records)"), fontsize=8)
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)

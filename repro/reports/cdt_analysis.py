@@ -20,7 +20,7 @@ import numpy as np
 from repro.analysis.ig import CRITICAL, TYPES
 from repro.claims import headline_of
 from repro.profiles import Profile
-from repro.reports.common import Report, scale_note
+from repro.reports.common import Report, model_note, scale_note
 from repro.reports.headline import judge
 from repro.stats import BOOTSTRAP, Z, mean_se, seed_spread
 
@@ -164,7 +164,8 @@ def cd_fig3(records: Sequence[Mapping], correct: Sequence[bool], p: Profile) -> 
     cap = (f"CD-Fig3: shares per token type (each score's per-token mean, normalized over the four types), mean ± SE "
            f"over samples, for answers the task model gets right and wrong. FR: top-{p.cdt.top_k} keys per answer "
            f"row; 'top heads': the {top} of the model's {total} heads giving the most attention to critical tokens "
-           f"(App. B: 30 of 1,024). Scale: {scale_note(p)}.")
+           f"(App. B: 30 of 1,024). Scale: {model_note(p)}; {len(correct)} fresh prompts of {p.cdt.task} at the base "
+           f"window ({sum(correct)} right, {len(correct) - sum(correct)} wrong), one per sample.")
     ours = (f"IG share critical - irrelevant {cg:+.3f} ± {cs:.3f}; FR share irrelevant - IG share irrelevant "
             f"{fg:+.3f} ± {fs:.3f}; {sum(correct)} right / {len(correct) - sum(correct)} wrong answers")
     return data, Report("CD-Fig3", [{"name": "CD-Fig3", "rows": rows, "columns": list(rows[0]), "caption": cap}],

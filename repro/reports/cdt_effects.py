@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from repro.profiles import Profile
-from repro.reports.common import Report, scale_note
+from repro.reports.common import Report, model_note, scale_note
 from repro.reports.cdt_analysis import SE, _fmt, exact_se, headline, paired_se, seed_note, seed_widened
 from repro.stats import mean_se
 
@@ -26,11 +26,13 @@ def cd_fig8(rows: Sequence[Mapping], p: Profile) -> Report:
             "noise fraction": round(r["noise_fraction"], 3)} for r in rows]
     ours, se, how = fig8_claims(rows)
     verdict, note = headline("CD-Fig8", ours, se, how)
+    n = len(rows[0]["gain_samples"]) if rows and rows[0].get("gain_samples") else p.cdt.analysis_samples
     cap = (f"CD-Fig8: CDT's detection (Eq. 2) and denoising (Eq. 3, beta = 1, step = lr) on the task model; attention "
-           f"mass per critical token from the answer rows, mean over {p.cdt.analysis_samples} samples: before, after "
+           f"mass per critical token from the answer rows, mean over {n} samples: before, after "
            f"the denoising step, and after one emphasizing AdamW step at lr {p.cdt.task_lr:g} on the denoised "
-           f"inputs. The tiny profile's beta ({p.cdt.beta:g}) puts lr x beta at {p.extend.lr * p.cdt.beta:g} at the "
-           f"peak lr. Scale: {scale_note(p)}.")
+           f"inputs. The {p.name} profile's beta ({p.cdt.beta:g}) puts lr x beta at {p.extend.lr * p.cdt.beta:g} at "
+           f"the peak lr. The figure's error bars are each mean's SE over the samples (unpaired); the gains' SEs here "
+           f"pair the samples. Scale: {model_note(p)}; {n} fresh prompts of {p.cdt.task} at the base window.")
     ours_text = "; ".join(f"lr {r['lr']:g}: {r['before']:.4f} -> {r['after_denoising']:.4f}" for r in rows)
     return Report("CD-Fig8", [{"name": "CD-Fig8", "rows": out, "columns": list(out[0]), "caption": cap}],
                   ours=ours_text, agrees=verdict, note=note)

@@ -107,18 +107,23 @@ def missing_note(s: Scores, tasks: Sequence[str], length: int) -> str:
     return f"n/a ({len(tasks) - len(gone)}/{len(tasks)} tasks; missing {', '.join(label(t) for t in gone)})"
 
 
-def scale_note(p: Profile, samples: int | None = None) -> str:
-    """The scale of our numbers, printed beside the paper's. ``samples``: prompts per cell of the table's grid
-    (default ``eval.suite_samples``, the suite's; LongRecipe's grid passes ``longrecipe.eval_samples``)."""
-    ev = p.eval
-    samples = ev.suite_samples if samples is None else samples
+def model_note(p: Profile) -> str:
+    """The model and windows of our numbers (``scale_note`` without the evaluation grid), for tables whose own
+    caption says how many prompts they rest on."""
     if p.model.pretrained:
         model = p.model.pretrained
     else:
         m = p.model
         model = f"tiny {m.num_layers}-layer d={m.hidden_size} Llama trained here"
-    return (f"{p.name}: {model}, window {p.base.window} -> {p.extend.target_window}; synthetic tasks, "
-            f"{samples} samples x {len(ev.suite_depths)} depths per cell")
+    return f"{p.name}: {model}, window {p.base.window} -> {p.extend.target_window}"
+
+
+def scale_note(p: Profile, samples: int | None = None) -> str:
+    """The scale of our numbers, printed beside the paper's. ``samples``: prompts per cell of the table's grid
+    (default ``eval.suite_samples``, the suite's; LongRecipe's grid passes ``longrecipe.eval_samples``)."""
+    ev = p.eval
+    samples = ev.suite_samples if samples is None else samples
+    return f"{model_note(p)}; synthetic tasks, {samples} samples x {len(ev.suite_depths)} depths per cell"
 
 
 # -- agreement -----------------------------------------------------------------------------------

@@ -192,6 +192,16 @@ def test_fig8_headline():
     assert f"gap +0 +- {math.hypot(0.001, 0.001):.2g}" in rep.note
 
 
+def test_fig3_and_fig8_captions_say_what_their_figures_rest_on():
+    # not the suite's grid (samples x depths per cell): the analysis prompts, split into right and wrong answers
+    recs = [_rec((0.7, 0.2, 0.05, 0.05), (0.2, 0.1, 0.6, 0.1), j) for j in (0.0, 0.01, -0.01, 0.02, 0.03)]
+    cap = cda.cd_fig3(recs, [True, True, True, False, False], P)[1].tables[0]["caption"]
+    assert "5 fresh prompts of" in cap and "(3 right, 2 wrong)" in cap and "depths per cell" not in cap
+    cap = cde.cd_fig8(_sweep(([0.01, 0.02, 0.0],) * 3), P).tables[0]["caption"]
+    assert "mean over 3 samples" in cap and "3 fresh prompts" in cap and "depths per cell" not in cap
+    assert f"The {P.name} profile's beta" in cap and "error bars are each mean's SE" in cap
+
+
 def _curve(acc, ig, se=0.01):
     """CD-Fig10 records of CE and CDT at steps 100 and 600: (first, last) accuracy and IG share per objective."""
     return {o: {s: {"accuracy": a, "accuracy_se": se, "ig_critical": (i, se), "attention_critical": (i, se)}
