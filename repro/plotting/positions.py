@@ -67,10 +67,26 @@ def plot_coverage(position_counts: Mapping[str, np.ndarray], distance_counts: Ma
     return fig
 
 
+def _compact(v: float, digits: int) -> str:
+    """A value label: ``digits`` significant digits, thousands as ``k`` (``43.7k``), NaN as empty."""
+    if not np.isfinite(v):
+        return ""
+    if abs(v) >= 1e4:
+        return f"{v / 1e3:.{digits}g}k"
+    return f"{v:.{digits}g}"
+
+
+def _headroom(ax, log: bool) -> None:
+    """Room above the tallest bar for its vertical value label (a third of the axis; on a log axis a factor)."""
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi * 30 if log else hi + (hi - lo) / 2)
+
+
 def plot_lr_fig2(rows: Sequence[Mapping], methods: Sequence[str] | None = None,
                  texts: Sequence[str] | None = None) -> Figure:
     """LongRecipe Fig. 2: average token distance, mean continuous-segment length and the share of tokens at
-    positions >= n per method x target; one row of panels per text (``mixed``, ``prose``)."""
+    positions >= n per method x target; one row of panels per text (``mixed``, ``prose``). Each bar's value is
+    written vertically above it, so that neighbouring labels never overlap."""
     targets = sorted({r["target"] for r in rows})
     methods = list(methods or dict.fromkeys(r["method"] for r in rows))
     texts = list(texts or dict.fromkeys(r.get("text", "mixed") for r in rows))
@@ -84,15 +100,17 @@ def plot_lr_fig2(rows: Sequence[Mapping], methods: Sequence[str] | None = None,
     for row, text in enumerate(texts):
         for col, (key, label, log) in enumerate(panels):
             ax = axes[row, col]
+            if log:
+                ax.set_yscale("log")
             for i, m in enumerate(methods):
                 vals = [by[(m, text, t)].get(key, np.nan) if (m, text, t) in by else np.nan for t in targets]
                 bars = ax.bar(x + (i - (len(methods) - 1) / 2) * width, vals, width, label=m)
-                ax.bar_label(bars, fmt="%.2g" if key == "share_at_or_beyond_n" else "%.3g", fontsize=5)
+                ax.bar_label(bars, labels=[_compact(v, 2 if key == "share_at_or_beyond_n" else 3) for v in vals],
+                             fontsize=6, rotation=90, padding=2)
+            _headroom(ax, log)
             ax.set_xticks(x, [f"{t // 1024}K" if t % 1024 == 0 else str(t) for t in targets])
             ax.set_xlabel("target window")
             ax.set_title(f"{label} ({text} text)", fontsize=10)
-            if log:
-                ax.set_yscale("log")
     axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
     return fig
