@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-SE_NOTE = "error bars: ±1 SE"
+SE_NOTE = "bars ±1 SE"
 """Appended to an axis label or legend where error bars are drawn."""
 
 

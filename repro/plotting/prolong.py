@@ -46,7 +46,7 @@ def share_curves(points: Sequence[Mapping], title: str = ""):
                     color="C3", capsize=3)
         noise_aware_ylim(bx, [x["ppl"] for x in pts], _ses(pts, "ppl"), bounds=(1, None))
     bx.set_xlabel("long data (% of non-task rows)")
-    bx.set_ylabel(f"long-document perplexity ({SE_NOTE})")
+    bx.set_ylabel(f"long-doc perplexity ({SE_NOTE})")
     for a in (ax, bx):
         a.axvline(60, color="gray", lw=0.8, ls=":")
         a.grid(alpha=0.3)
