@@ -9,7 +9,8 @@ figures (PNG/PDF without software or date metadata), tables, metrics and records
   their index entry's numbers are not); throughput (``tok/s``) quoted in an index entry;
 - an executed notebook's timestamps, durations and outputs (its log: progress bars, printed timings; what it
   produces is compared through the figures and tables),
-- dates (the figures index's ``date``),
+- dates (the figures index's ``date``) and the run's id (its ``run``, and a notebook stamp's: one per
+  ``reproduce``),
 - the environment itself (``environment`` in manifests, its flat fields in ``train_summary.json``),
 - the run's own folder: absolute paths are compared with the folder replaced by :data:`ROOT`, and a notebook
   stamp's ``key`` (it hashes the absolute run and figures folders) is skipped.
@@ -41,9 +42,10 @@ ENVIRONMENT_FIELDS = frozenset({"threads", "torch", "cpu_capability", "cpu_model
 
 VOLATILE: Mapping[str, frozenset[str]] = {
     "*": TIMINGS | {"date", ENVIRONMENT_KEY, "_sha256"},
+    "*index.json": frozenset({"run"}),
     "*.ipynb": NOTEBOOK_TIMINGS,
     "*train_summary.json": ENVIRONMENT_FIELDS,
-    "*.done.json": frozenset({"key", "size", "sha256"}),
+    "*.done.json": frozenset({"key", "size", "sha256", "run"}),
     "*artifacts.json": frozenset({"size", "sha256", "recorded"}),
 }
 """File pattern (``fnmatch`` on the path relative to the run folder) -> JSON keys dropped at any depth before
@@ -52,6 +54,7 @@ comparing; every pattern that matches a file applies. Checksums of files (a reco
 
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _RATE = re.compile(r"\d[\d.,]* tok/s")
+_RUN = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6}\b")
 
 
 def _timed_rows_md(text: str) -> str:
@@ -67,10 +70,10 @@ def _timed_rows_csv(text: str) -> str:
 
 
 def _index_md(text: str) -> str:
-    """INDEX.md without dates, throughput, or the numbers of timed targets' rows."""
+    """INDEX.md without dates, run ids, throughput, or the numbers of timed targets' rows."""
     timed = tuple(f"| {t} |" for t in TIMED_TARGETS)
     lines = [ln.split(" | ")[0] if ln.startswith(timed) else ln for ln in text.splitlines()]
-    return _RATE.sub("<rate>", _DATE.sub("<date>", "\n".join(lines)))
+    return _RUN.sub("<run>", _RATE.sub("<rate>", _DATE.sub("<date>", "\n".join(lines))))
 
 
 def _index_json(index: Any) -> Any:

@@ -257,7 +257,14 @@ def iter_hf_disk(path: str | Path) -> Iterator[Document]:
         import datasets
     except ImportError as e:  # optional dependency of the paper profile
         raise ImportError("source 'hf_disk:' needs the 'datasets' package: pip install datasets") from e
-    ds = datasets.load_from_disk(str(path))
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except (FileNotFoundError, ValueError) as e:  # a folder that is not a saved dataset
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ValueError(f"{why} allowed: a folder written by datasets' save_to_disk, with a 'text' column") from e
+    if isinstance(ds, datasets.DatasetDict):
+        raise ValueError(f"HF dataset path {str(path)!r} holds several splits ({', '.join(ds)}); allowed: one saved "
+                         "Dataset (save one split with save_to_disk)")
     for i, rec in enumerate(ds):
         yield Document(rec["text"], "hf_disk", str(i))
 

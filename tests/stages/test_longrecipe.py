@@ -124,7 +124,7 @@ def test_short_lm_loss_and_lr_grid(run):
 
 def test_cost_benchmark_measures_every_arm_in_one_run(run):
     from repro.cost import measure_step_costs
-    from repro.reports.longrecipe import cost_rows
+    from repro.reports.longrecipe_analysis import cost_rows
 
     costs = measure_step_costs(P, ("flt", "pose"), run, steps=2, warmup=1, progress=False)
     assert set(costs) == {"flt", "pose"}
