@@ -32,7 +32,7 @@ def lm_eval_scores(path: str | os.PathLike, tasks: Sequence[str], samples: int |
     from repro.data.tokenizer import load_tokenizer
     from repro.harness.results import harness_versions
     from repro.harness.run import HarnessRun, evaluate, prepare
-    from repro.harness.tasks import leaf_names, task_manager
+    from repro.harness.tasks import groups_of
     from repro.models import load_model
     from repro.tasks.summary import summarize
 
@@ -42,8 +42,7 @@ def lm_eval_scores(path: str | os.PathLike, tasks: Sequence[str], samples: int |
     leaves, built = prepare(run, tok)
     model = load_model(path, device=device, dtype=dtype).eval()
     rows = evaluate(model, tok, run, built, progress=progress)
-    tm = task_manager()
-    return {"cells": summarize(rows), "groups": {t: leaf_names(tm, [t]) for t in tasks},
+    return {"cells": summarize(rows), "groups": groups_of(tasks),
             "harness": {"name": "lm-eval", **harness_versions(),
                         "sources": {leaf.name: leaf.source for leaf in leaves}},
             "model": str(Path(path))}

@@ -34,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
     from repro.harness.results import harness_versions
     from repro.harness.ruler import DoesNotFit
     from repro.harness.run import HarnessRun, evaluate, prepare, quiet_lm_eval_logs
-    from repro.harness.tasks import MissingData, leaf_names, task_manager
+    from repro.harness.tasks import MissingData, groups_of
     from repro.tasks.summary import markdown
 
     quiet_lm_eval_logs(not args.no_progress)
@@ -60,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
     rows = evaluate(model, tok, run, tasks, progress=not args.no_progress)
     lengths = sorted({r["target_length"] for r in rows if r["target_length"] is not None})
     columns = lengths + ([None] if any(r["target_length"] is None for r in rows) else [])
-    groups = {t: leaf_names(task_manager(), [t]) for t in args.tasks}
+    groups = groups_of(args.tasks)
     cells = write_outputs(out, rows, {"model": str(path), "tasks": args.tasks, "lengths": args.lengths,
                                       "samples": args.samples, "seed": args.seed, "groups": groups,
                                       "harness": {"name": "lm-eval", **harness_versions(),

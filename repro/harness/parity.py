@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import io
-import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from repro.harness.run import seed_globals
 from repro.harness.ruler import NIAH_SETTINGS, VT_STEP, vt_fits, vt_minimum, vt_solved
 
 __all__ = ["vt_fits"]
@@ -160,13 +160,6 @@ def _check_task(task: str) -> str:
     return task
 
 
-def _seed(seed: int) -> None:
-    import numpy as np
-
-    random.seed(seed)
-    np.random.seed(seed)
-
-
 def _quiet(fn, *args, **kwargs):
     """Call ``fn`` with its prints and progress bars swallowed (lm-eval's vt prints every step)."""
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -201,7 +194,7 @@ def harness_sample(task: str, tokenizer, length: int, seed: int, essays: Sequenc
         if not fits:
             raise ValueError(f"vt: length={length} is too short for lm-eval's vt with this tokenizer (its sampler "
                              f"would loop forever); allowed: an integer >= {need}")
-    _seed(seed)
+    seed_globals(seed)
     if task in HARNESS_NIAH:
         kw = HARNESS_NIAH[task]
         if kw["type_haystack"] == "essay":

@@ -61,11 +61,11 @@ def prepare(run: HarnessRun, tokenizer):
     if needs_length and not run.lengths:
         raise ValueError(f"{', '.join(needs_length)} need{'s' if len(needs_length) == 1 else ''} --lengths; "
                          "allowed: token counts such as 1024,2048")
-    _seed(run.seed)
+    seed_globals(run.seed)
     return leaves, build(leaves, run.data, tm=tm)
 
 
-def _seed(seed: int) -> None:
+def seed_globals(seed: int) -> None:
     """The seeds lm-eval's ``simple_evaluate`` sets before it builds tasks (its RULER generators use them)."""
     import random
 

@@ -109,6 +109,13 @@ def leaf_names(tm, names: Sequence[str]) -> list[str]:
     return out
 
 
+def groups_of(names: Sequence[str], tm=None) -> dict[str, list[str]]:
+    """Each requested name -> its leaf tasks (``summary.json``'s ``groups``, which
+    :func:`repro.general.benchmark_accuracy` pools)."""
+    tm = tm or task_manager()
+    return {n: leaf_names(tm, [n]) for n in names}
+
+
 def babilong_config(lengths: Sequence[int]) -> list[str]:
     """BABILong's config names for ``lengths`` in tokens: 0 -> ``0k``, 1024 -> ``1k``, ... 131072 -> ``128k``."""
     out = []
@@ -203,8 +210,6 @@ def build(leaves: Sequence[Leaf], data: str | os.PathLike | None = None, tm=None
     for leaf in leaves:
         try:
             built = tm.load([leaf.spec])["tasks"]
-        except MissingData:
-            raise
         except Exception as e:  # datasets raises several types offline; name what is missing
             path = str(leaf.config.get("dataset_path") or "")
             if "dataset_path" in leaf.overrides:  # a local copy that does not load: say why, in one line
