@@ -136,22 +136,24 @@ class Recorder:
         self._update(target_id, file=path.name)
         return path
 
-    def result(self, target_id: str, ours: str, agrees: str = "", note: str = "") -> None:
+    def result(self, target_id: str, ours: str, agrees: str = "", note: str = "",
+               claims: Sequence[Mapping[str, Any]] = ()) -> None:
         """Record our value for ``target_id`` (shown beside the paper's in INDEX.md).
 
         ``agrees`` states the direction of agreement with the paper
-        (e.g. ``"yes"``, ``"no"``, ``"partly"``, ``"tie within noise"``, ``"n/a"``).
+        (e.g. ``"yes"``, ``"no"``, ``"partly"``, ``"tie within noise"``, ``"n/a"``). ``claims``: what it was decided
+        from, each claim of the target's declared headline as tested (arms, direction, gap, standard error, raw and
+        Holm-adjusted p, outcome; :meth:`repro.reports.headline.Tested.record`), stored in index.json only.
         """
         if self.wants(target_id):
-            self._update(target_id, ours=ours, agrees=agrees, note=note)
-
+            self._update(target_id, ours=ours, agrees=agrees, note=note, claims=[dict(c) for c in claims])
 
     def report(self, rep) -> None:
         """Write a :class:`repro.reports.common.Report`: each of its tables (:meth:`table`) and its result
         (:meth:`result`)."""
         for t in rep.tables:
             self.table(t["rows"], rep.target, name=t["name"], columns=t["columns"], caption=t["caption"])
-        self.result(rep.target, ours=rep.ours, agrees=rep.agrees, note=rep.note)
+        self.result(rep.target, ours=rep.ours, agrees=rep.agrees, note=rep.note, claims=rep.claims)
 
 
 def render_index(index: Mapping[str, Mapping[str, Any]]) -> str:

@@ -61,3 +61,16 @@ def test_recorder_for_one_paper_writes_its_targets_and_the_testbed_only(tmp_path
         Recorder(tmp_path, "tiny", paper="lr")
     with pytest.raises(KeyError, match="unknown target id 'XX-1'"):
         rec.wants("XX-1")
+
+
+def test_recorder_stores_the_claim_tests_a_verdict_was_decided_from(tmp_path):
+    from repro.claims import headline_of
+    from repro.reports.common import Report
+    from repro.reports.headline import judge
+
+    j = judge(headline_of("CD-Fig5"), {"Pearson r (IG, grad L2)": 0.5, "0 (uncorrelated)": 0.0}, lambda a, b: 0.01)
+    Recorder(tmp_path, "tiny", run="r1", commit="c1").report(Report("CD-Fig5", agrees=j.verdict, note=j.how,
+                                                                    claims=j.claims))
+    row = read_json(tmp_path / "index.json")["CD-Fig5"]
+    assert row["agrees"] == "yes" and row["run"] == "r1" and row["commit"] == "c1"
+    assert row["claims"] == [dict(c) for c in j.claims] and row["claims"][0]["outcome"] == "holds"

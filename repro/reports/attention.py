@@ -18,7 +18,7 @@ from typing import Mapping
 from repro.claims import headline_of
 from repro.profiles import Profile
 from repro.reports.common import Report
-from repro.reports.headline import Claim, Headline, judge
+from repro.reports.headline import Claim, Headline, Judgement, judge
 from repro.reports.selfdistill import RP_METHODS, STANDARD
 from repro.stats import paired_se
 
@@ -82,7 +82,7 @@ def rp_fig2(records: Mapping[str, Mapping], missing: Mapping[str, str], p: Profi
     share = key_share_beyond(first["length"], first["queries"], far)
     ours = (f"share of entries beyond {far:g}T (of key positions: {share:.3f}) at layers "
             f"{' / '.join(map(str, layers))}: {ours}")
-    agrees, note = _verdict(records)
+    agrees, note = judged = _verdict(records)
     gone = f" Not trained yet, so not shown: {', '.join(missing)}." if missing else ""
     cap = (f"RP-Fig2 summaries: attention weights above the threshold from the last queries, by signed distance "
            f"query - key (token positions). 'share beyond far': fraction of those entries at distance > {far:g} T; "
@@ -93,7 +93,7 @@ def rp_fig2(records: Mapping[str, Mapping], missing: Mapping[str, str], p: Profi
     return Report("RP-Fig2", [{"name": "RP-Fig2", "rows": rows, "columns": COLUMNS, "caption": cap},
                               {"name": "RP-Fig2-hist", "rows": hist,
                                "columns": ["model", "layer", "from", "to", "count", "mass"], "caption": cap_h}],
-                  ours=ours, agrees=agrees, note=note)
+                  ours=ours, agrees=agrees, note=note, claims=judged.claims)
 
 
 def key_share_beyond(length: int, queries: int, far: float) -> float:
@@ -114,14 +114,14 @@ def per_layer(headline: Headline, layers) -> Headline:
                           for k in layers for c in headline.claims), headline.source)
 
 
-def _verdict(records: Mapping[str, Mapping]) -> tuple[str, str]:
+def _verdict(records: Mapping[str, Mapping]) -> Judgement:
     """RP-Fig2's headline at every layer: each self-distillation arm against standard fine-tuning on the per-text
     far share over the key-position share beyond far, paired over texts."""
     base = next((b for b in BASELINES if b in records), None)
     methods = [m for m in RP_METHODS if m in records]
     if base is None or not methods:
-        return "n/a", (f"needs a self-distillation arm ({', '.join(RP_METHODS)}) and standard fine-tuning "
-                       f"({' or '.join(BASELINES)}); present: {', '.join(records)}")
+        return Judgement("n/a", f"needs a self-distillation arm ({', '.join(RP_METHODS)}) and standard fine-tuning "
+                                f"({' or '.join(BASELINES)}); present: {', '.join(records)}")
     first = records[base]
     share = key_share_beyond(first["length"], first["queries"], first["far"])
     layers = [x["layer"] for x in first["layers"]]
@@ -146,7 +146,8 @@ def _verdict(records: Mapping[str, Mapping]) -> tuple[str, str]:
         xa, xb = paired(a, b)
         return paired_se(xa, xb) if len(xa) >= 2 else None
 
-    verdict, how = judge(per_layer(headline_of("RP-Fig2"), layers), ours, se)
+    judged = judge(per_layer(headline_of("RP-Fig2"), layers), ours, se)
     stand_in = f"; {base} stands in for {STANDARD} (not analysed)" if base != STANDARD else ""
-    return verdict, (f"{how}{stand_in}; values: per-text share of above-threshold entries beyond "
-                     f"{first['far']:g}T over the share of key positions there ({share:.3f}), paired over texts")
+    return judged.with_context(f"{stand_in}; values: per-text share of above-threshold entries beyond "
+                               f"{first['far']:g}T over the share of key positions there ({share:.3f}), paired over "
+                               "texts", sep="")

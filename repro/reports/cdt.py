@@ -102,7 +102,7 @@ def cd_tab2(suite, p: Profile, longppl: dict | None = None) -> Report:
                for n, reps in groups.items()}
     lp_known = {n: v for n, v in lp_mean.items() if v is not None}
     lp_note = ("LongPPL lowest: " + min(lp_known, key=lp_known.get) + " (paper: cdt); ") if lp_known else ""
-    verdict, note = headline("CD-Tab2", ours, se, f"{lp_note}{how}")
+    verdict, note = judged = headline("CD-Tab2", ours, se, f"{lp_note}{how}")
     cols = list(dict.fromkeys(k for r in rows for k in r))
     ours_text = "; ".join(f"{n} RULER-13 at {target}: {show(v)}" for n, v in ruler.items()) + \
         "".join(f"; {n} LongPPL {v:.3f}" for n, v in lp_known.items()) + \
@@ -113,7 +113,7 @@ def cd_tab2(suite, p: Profile, longppl: dict | None = None) -> Report:
            f"gap, and on every token) on held-out code documents at the target. {BABILONG_NOTE} "
            f"{doable_caption(suite, p, hops)} {multi_seed_note(groups)} Scale: {scale_note(p)}.")
     return Report("CD-Tab2", [{"name": "CD-Tab2", "rows": rows, "columns": cols, "caption": cap}],
-                  ours=ours_text, agrees=verdict, note=note)
+                  ours=ours_text, agrees=verdict, claims=judged.claims, note=note)
 
 
 def tab2_claims(suite: Mapping[str, Mapping[str, Any]], groups: Mapping[str, Sequence[str]],

@@ -21,7 +21,7 @@ from repro.analysis.ig import CRITICAL, TYPES
 from repro.claims import headline_of
 from repro.profiles import Profile
 from repro.reports.common import Report, model_note, scale_note
-from repro.reports.headline import judge
+from repro.reports.headline import Judgement, judge
 from repro.stats import BOOTSTRAP, Z, mean_se, seed_spread
 
 SE = Callable[[str, str], "float | None"]
@@ -59,7 +59,7 @@ def exact_se(a: str, b: str) -> float:
     return 0.0
 
 
-def headline(target: str, ours: Mapping[str, float | None], se: SE, context: str = "") -> tuple[str, str]:
+def headline(target: str, ours: Mapping[str, float | None], se: SE, context: str = "") -> Judgement:
     """``(verdict, note)``: ``target``'s declared headline judged on ``ours`` (:func:`repro.reports.headline.judge`),
     the note the headline's result followed by ``context`` (pairs shown, never deciding)."""
     h = headline_of(target)
@@ -67,8 +67,7 @@ def headline(target: str, ours: Mapping[str, float | None], se: SE, context: str
         from repro.claims.cdt import HEADLINES
 
         raise ValueError(f"target {target!r} has no declared headline; allowed: {', '.join(HEADLINES)}")
-    verdict, how = judge(h, ours, se)
-    return verdict, how + (f". Shown, not deciding: {context}" if context else "")
+    return judge(h, ours, se).with_context(f"Shown, not deciding: {context}" if context else "")
 
 
 def seed_widened(eval_se: float | None, replicates: Mapping[str, Sequence[float]], a: str, b: str) -> float | None:
@@ -126,14 +125,14 @@ def cd_taskb(rows: Sequence[Mapping[str, Any]], p: Profile) -> Report:
     ok = bool(built) and count == after == 0
     ours = {"cells breaking the 1-2x interference count": count if built else None,
             "cells without interference after the last supporting fact": after if built else None, "none": 0}
-    verdict, note = headline("CD-TaskB", ours, exact_se,
+    verdict, note = judged = headline("CD-TaskB", ours, exact_se,
                              "the rules are checked on every generated prompt (exact counts, standard error 0)")
     cols = list(dict.fromkeys(k for r in [*built, *rows] for k in r))
     return Report("CD-TaskB", [{"name": "CD-TaskB", "rows": list(rows), "columns": cols,
                                 "caption": cap}],
                   ours=f"{len(built)} (hops, length) cells built ({len(rows) - len(built)} too short); construction "
                        f"rules hold in every prompt: {ok}",
-                  agrees=verdict, note=note)
+                  agrees=verdict, claims=judged.claims, note=note)
 
 
 def cd_fig3(records: Sequence[Mapping], correct: Sequence[bool], p: Profile) -> tuple[dict, Report]:
@@ -156,7 +155,7 @@ def cd_fig3(records: Sequence[Mapping], correct: Sequence[bool], p: Profile) -> 
     fr_gap = [r["fr_share"]["irrelevant"] - r["ig_share"]["irrelevant"] for r in records]
     (cg, cs), (fg, fs) = mean_se(crit_gap), mean_se(fr_gap)
     per_sample = fig3_per_sample(records, correct)
-    verdict, note = headline("CD-Fig3", sample_means(per_sample), paired_se(per_sample),
+    verdict, note = judged = headline("CD-Fig3", sample_means(per_sample), paired_se(per_sample),
                              f"over all answers, IG share critical - irrelevant {cg:+.3f} ± {cs:.3f}, FR share "
                              f"irrelevant - IG share irrelevant {fg:+.3f} ± {fs:.3f} (SE over samples)")
     top = records[0]["top_heads_used"] if records else 0
@@ -169,7 +168,7 @@ def cd_fig3(records: Sequence[Mapping], correct: Sequence[bool], p: Profile) -> 
     ours = (f"IG share critical - irrelevant {cg:+.3f} ± {cs:.3f}; FR share irrelevant - IG share irrelevant "
             f"{fg:+.3f} ± {fs:.3f}; {sum(correct)} right / {len(correct) - sum(correct)} wrong answers")
     return data, Report("CD-Fig3", [{"name": "CD-Fig3", "rows": rows, "columns": list(rows[0]), "caption": cap}],
-                        ours=ours, agrees=verdict, note=note)
+                        ours=ours, agrees=verdict, claims=judged.claims, note=note)
 
 
 def fig3_per_sample(records: Sequence[Mapping], correct: Sequence[bool]) -> dict[str, list[float]]:
@@ -199,7 +198,7 @@ def cd_fig4(manual: Sequence[Mapping], p: Profile, step: float) -> tuple[dict, R
                      if t == "irrelevant" else ""})
     per_sample = fig4_per_sample(manual)
     crit = mean_se(per_sample["critical: after / before"])
-    verdict, note = headline("CD-Fig4", sample_means(per_sample), paired_se(per_sample),
+    verdict, note = judged = headline("CD-Fig4", sample_means(per_sample), paired_se(per_sample),
                              f"critical tokens after / before {_fmt(*crit)} against the paper's x10 (magnitude "
                              "not tested)")
     noise = np.mean([m["noise_tokens"] / max(m["context_tokens"], 1) for m in manual])
@@ -209,7 +208,7 @@ def cd_fig4(manual: Sequence[Mapping], p: Profile, step: float) -> tuple[dict, R
            f"{len(manual)} samples. Scale: {scale_note(p)}.")
     return data, Report("CD-Fig4", [{"name": "CD-Fig4", "rows": rows, "columns": list(rows[0]), "caption": cap}],
                         ours=f"critical tokens' attention after / before: {_fmt(*crit)} (paper: about x10)",
-                        agrees=verdict, note=note)
+                        agrees=verdict, claims=judged.claims, note=note)
 
 
 def _ratio(after: float, before: float) -> float:
@@ -252,7 +251,7 @@ def cd_fig5(records: Sequence[Mapping], types_of: Sequence[Sequence[str]], p: Pr
     n = len(ig)
     r_se = pearson_bootstrap_se(records, types_of)
     order = type_order(records, types_of)
-    verdict, note = headline("CD-Fig5", {"Pearson r (IG, grad L2)": r_all if math.isfinite(r_all) else None,
+    verdict, note = judged = headline("CD-Fig5", {"Pearson r (IG, grad L2)": r_all if math.isfinite(r_all) else None,
                                          "0 (uncorrelated)": 0.0}, lambda a, b: r_se, order)
     cap = (f"CD-Fig5: per context token, IG (Eq. 1, mean over heads and layers) against the L2 norm of the loss "
            f"gradient at its input embedding; {len(records)} samples. Pearson r over all tokens and within each "
@@ -261,7 +260,7 @@ def cd_fig5(records: Sequence[Mapping], types_of: Sequence[Sequence[str]], p: Pr
     return ({"ig": ig, "grad": gr, "types": lab},
             Report("CD-Fig5", [{"name": "CD-Fig5", "rows": rows, "columns": list(rows[0]), "caption": cap}],
                    ours=f"r = {r_all:.3f} over {n} tokens (bootstrap SE over samples {se_text}); {order}",
-                   agrees=verdict, note=note))
+                   agrees=verdict, claims=judged.claims, note=note))
 
 
 def _context_tokens(records: Sequence[Mapping], types_of: Sequence[Sequence[str]]):
@@ -350,7 +349,7 @@ def cd_fig7(records: Sequence[Mapping], p: Profile, evaluator: str) -> tuple[dic
     means = sample_means(per_sample)
     lp_text = "n/a" if lp is None or means["longppl: irrelevant"] is None else \
         f"{means['gradient: irrelevant'] - means['longppl: irrelevant']:+.3f} ± {lp:.3f}"
-    verdict, note = headline("CD-Fig7", means, paired_se(per_sample),
+    verdict, note = judged = headline("CD-Fig7", means, paired_se(per_sample),
                              f"most critical: {best_crit}, fewest irrelevant: {best_irr} (raw means); gradient - "
                              f"LongPPL irrelevant share {lp_text} (paired SE over samples)")
     cap = (f"CD-Fig7: critical-token detection on the multi-hop task: the share of each type among the top "
@@ -359,4 +358,4 @@ def cd_fig7(records: Sequence[Mapping], p: Profile, evaluator: str) -> tuple[dic
            f"mean ± SE over {len(records)} samples. Scale: {scale_note(p)}.")
     ours = "; ".join(f"{d}: critical {crit[d][0]:.2f}, irrelevant {irr[d][0]:.2f}" for d in data)
     return data, Report("CD-Fig7", [{"name": "CD-Fig7", "rows": rows, "columns": list(rows[0]), "caption": cap}],
-                        ours=ours, agrees=verdict, note=note)
+                        ours=ours, agrees=verdict, claims=judged.claims, note=note)

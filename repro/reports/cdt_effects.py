@@ -25,7 +25,7 @@ def cd_fig8(rows: Sequence[Mapping], p: Profile) -> Report:
             "gain after denoising (mean ± SE over samples)": _fmt(r["gain"], r["gain_se"]),
             "noise fraction": round(r["noise_fraction"], 3)} for r in rows]
     ours, se, how = fig8_claims(rows)
-    verdict, note = headline("CD-Fig8", ours, se, how)
+    verdict, note = judged = headline("CD-Fig8", ours, se, how)
     n = len(rows[0]["gain_samples"]) if rows and rows[0].get("gain_samples") else p.cdt.analysis_samples
     cap = (f"CD-Fig8: CDT's detection (Eq. 2) and denoising (Eq. 3, beta = 1, step = lr) on the task model; attention "
            f"mass per critical token from the answer rows, mean over {n} samples: before, after "
@@ -35,7 +35,7 @@ def cd_fig8(rows: Sequence[Mapping], p: Profile) -> Report:
            f"pair the samples. Scale: {model_note(p)}; {n} fresh prompts of {p.cdt.task} at the base window.")
     ours_text = "; ".join(f"lr {r['lr']:g}: {r['before']:.4f} -> {r['after_denoising']:.4f}" for r in rows)
     return Report("CD-Fig8", [{"name": "CD-Fig8", "rows": out, "columns": list(out[0]), "caption": cap}],
-                  ours=ours_text, agrees=verdict, note=note)
+                  ours=ours_text, agrees=verdict, claims=judged.claims, note=note)
 
 
 def _mean_over_lrs(rows: Sequence[Mapping], key: str) -> tuple[float | None, float | None, str]:
@@ -94,7 +94,7 @@ def cd_fig10(curve: Mapping[str, Mapping[int, Mapping]], p: Profile) -> tuple[di
                          "attention share on critical": _fmt(*c["attention_critical"])})
     last = {o: data[o][max(data[o])] for o in data if data[o]}
     ours, se = fig10_claims(last)
-    verdict, note = headline("CD-Fig10", ours, se, f"{rising_note(data)}; one fine-tune per objective: the "
+    verdict, note = judged = headline("CD-Fig10", ours, se, f"{rising_note(data)}; one fine-tune per objective: the "
                              "training-seed spread is not measured, the standard errors are over prompts only "
                              "(unpaired: the records keep no per-prompt scores)")
     cap = (f"CD-Fig10: the EM view along training. The base fine-tuned on the multi-hop task ({p.cdt.task}, "
@@ -104,7 +104,7 @@ def cd_fig10(curve: Mapping[str, Mapping[int, Mapping]], p: Profile) -> tuple[di
     ours_text = "; ".join(f"{o}: accuracy {last[o]['accuracy']:.2f}, IG critical {last[o]['ig_critical'][0]:.3f}"
                           for o in last)
     return data, Report("CD-Fig10", [{"name": "CD-Fig10", "rows": rows, "columns": list(rows[0]), "caption": cap}],
-                        ours=ours_text, agrees=verdict, note=note)
+                        ours=ours_text, agrees=verdict, claims=judged.claims, note=note)
 
 
 FIG10_METRICS = {"accuracy": ("accuracy", "accuracy_se"), "IG critical": ("ig_critical", None),
@@ -155,7 +155,7 @@ def cd_mem(rows: Sequence[Mapping], p: Profile) -> Report:
     naive_max = max((r["length"] for r in rows if r["method"] == "naive" and r["status"] == "ok"), default=0)
     target = max(p.cdt.mem_lengths)
     ran = {r["method"] for r in rows}
-    verdict, note = headline("CD-Mem", {"ours: longest length": ours_max if "ours" in ran else None,
+    verdict, note = judged = headline("CD-Mem", {"ours: longest length": ours_max if "ours" in ran else None,
                                         "naive: longest length": naive_max if "naive" in ran else None}, exact_se,
                              f"goal: ours at >= {min(32_768, target)} tokens within the cap: "
                              f"{'met' if ours_max >= min(32_768, target) else 'not met'}; lengths double, one "
@@ -166,7 +166,8 @@ def cd_mem(rows: Sequence[Mapping], p: Profile) -> Report:
            f"stopped at 12K tokens on 8 x 92 GB for an 8B model. Scale: {scale_note(p)}.")
     cols = list(rows[0]) if rows else []
     return Report("CD-Mem", [{"name": "CD-Mem", "rows": list(rows), "columns": cols, "caption": cap}],
-                  ours=f"ours up to {ours_max} tokens, naive up to {naive_max}", agrees=verdict, note=note)
+                  ours=f"ours up to {ours_max} tokens, naive up to {naive_max}", agrees=verdict,
+                  note=note, claims=judged.claims)
 
 
 def cd_fig14(maps: Mapping[str, Mapping], p: Profile, before: str = "rp_standard", after: str = "cdt") -> Report:
@@ -190,7 +191,7 @@ def cd_fig14(maps: Mapping[str, Mapping], p: Profile, before: str = "rp_standard
             row["after - before (paired)"] = _fmt(*gaps[layer])
         rows.append(row)
     ours, se, how = fig14_claims(maps, groups, before, after)
-    verdict, note = headline("CD-Fig14", ours, se, "per layer, after - before (paired over prompts): " + (
+    verdict, note = judged = headline("CD-Fig14", ours, se, "per layer, after - before (paired over prompts): " + (
         "; ".join(f"layer {k}: {v[0]:+.3f} ± {v[1]:.3f}" for k, v in gaps.items()) or "n/a") + f"; {how}")
     first = next(iter(maps.values()), {})
     cap = (f"CD-Fig14: chunked attention maps ({first.get('chunks', p.cdt.map_chunks)} chunks of "
@@ -206,7 +207,8 @@ def cd_fig14(maps: Mapping[str, Mapping], p: Profile, before: str = "rp_standard
     per_layer = "; ".join(f"layer {k}: {v[0]:+.3f} ± {v[1]:.3f}" for k, v in gaps.items())
     return Report("CD-Fig14", [{"name": "CD-Fig14", "rows": rows, "columns": list(rows[0]) if rows else [],
                                 "caption": cap}],
-                  ours=f"after - before: {head}" + (f"; {per_layer}" if per_layer else ""), agrees=verdict, note=note)
+                  ours=f"after - before: {head}" + (f"; {per_layer}" if per_layer else ""), agrees=verdict,
+                  note=note, claims=judged.claims)
 
 
 def arm_shares(maps: Mapping[str, Mapping], replicates: Sequence[str]) -> np.ndarray:

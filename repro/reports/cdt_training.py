@@ -66,7 +66,7 @@ def cd_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
     cdt = bench.get("cdt", {}).get("ratio")
     full = bench.get("cdt_authors", {}).get("ratio")
     mean, se = round_ratios(bench, "cdt")
-    verdict, note = headline("CD-Cost", {"cdt / ce": mean, PAPER_COST_ARM: PAPER_COST_RATIO},
+    verdict, note = judged = headline("CD-Cost", {"cdt / ce": mean, PAPER_COST_ARM: PAPER_COST_RATIO},
                              lambda a, b: se, f"CDT median ratio {_x(cdt)} against our goal <= {GOAL_RATIO}x (one "
                              f"extra forward and one activation-only backward: ~1.67x): {goal_met(cdt)}; the "
                              f"authors' step {_x(full)} (three forwards and three full backwards: ~3x)")
@@ -90,7 +90,7 @@ def cd_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
     return Report("CD-Cost", tables,
                   ours=f"cdt {_x(cdt)} CE's step time, the authors' step {_x(full)}"
                        + (f"; proxies: {proxy_summary(proxies, 'ce')}" if proxies else ""),
-                  agrees=verdict, note=note)
+                  agrees=verdict, claims=judged.claims, note=note)
 
 
 def round_ratios(bench: Mapping[str, Mapping[str, Any]], arm: str, reference: str = "ce") -> tuple[float | None,

@@ -38,6 +38,9 @@ class Report:
     """``yes`` / ``no`` / ``partly`` / ``tie within noise`` / ``n/a``, computed from the numbers."""
     note: str = ""
     """How ``agrees`` was decided, and caveats."""
+    claims: tuple[dict, ...] = ()
+    """Each claim of the declared headline as it was tested (:attr:`repro.reports.headline.Judgement.claims`): what
+    ``agrees`` was decided from, stored in index.json so the verdict can be checked against it."""
 
 
 # -- reading records -----------------------------------------------------------------------------

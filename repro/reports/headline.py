@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from repro.stats import Z
 
@@ -104,6 +104,44 @@ class Tested:
                 f"Holm {self.adjusted:.3g})")
 
 
+    def record(self) -> dict[str, Any]:
+        """This test as index.json stores it (:meth:`repro.figures.Recorder.result`): the claim's arms, direction and
+        words, the gap, its standard error, the raw and Holm-adjusted p-values and the outcome."""
+        c = self.claim
+        return {"a": c.a, "b": c.b, "expect": c.expect, "what": c.what, "gap": self.gap, "se": self.se,
+                "p": self.p, "adjusted": self.adjusted, "outcome": self.outcome}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A headline's verdict with what it was decided from; unpacks and indexes as the pair ``(verdict, how)``.
+
+    Attributes:
+        verdict: ``yes`` / ``no`` / ``partly`` / ``tie within noise`` / ``n/a`` (:func:`headline_verdict`).
+        how: the verdict in words, each claim's test, and any context a report adds.
+        tested: each claim's test (empty when no headline was judged).
+    """
+
+    verdict: str
+    how: str
+    tested: tuple[Tested, ...] = ()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self.verdict, self.how))
+
+    def __getitem__(self, i: int) -> str:
+        return (self.verdict, self.how)[i]
+
+    @property
+    def claims(self) -> tuple[dict[str, Any], ...]:
+        """Each claim's test as index.json stores it (:meth:`Tested.record`)."""
+        return tuple(t.record() for t in self.tested)
+
+    def with_context(self, context: str, sep: str = ". ") -> "Judgement":
+        """The same judgement with ``context`` (pairs shown, never deciding) after ``how``."""
+        return Judgement(self.verdict, self.how + (sep + context if context else ""), self.tested)
+
+
 def two_sided_p(gap: float, se: float) -> float:
     """The two-sided normal p-value of ``gap`` with standard error ``se`` (1.0 for a zero gap with zero SE)."""
     if se < 0 or math.isnan(se) or math.isnan(gap):
@@ -154,8 +192,9 @@ def check_claims(claims: Sequence[Claim], ours: Mapping[str, float | None],
     return out
 
 
-def headline_verdict(tested: Sequence[Tested]) -> tuple[str, str]:
-    """``(verdict, how)`` of a headline's tested claims (the rules in the module docstring)."""
+def headline_verdict(tested: Sequence[Tested]) -> Judgement:
+    """The :class:`Judgement` of a headline's tested claims (the rules in the module docstring); it unpacks as
+    ``(verdict, how)``."""
     outcomes = [t.outcome for t in tested]
     made = [o for o in outcomes if o != "untested"]
     holds, contrary = made.count("holds"), made.count("contrary")
@@ -174,10 +213,23 @@ def headline_verdict(tested: Sequence[Tested]) -> tuple[str, str]:
            + (f", {made.count('tie')} tied" if made.count("tie") else "")
            + (f", {outcomes.count('untested')} untested" if outcomes.count("untested") else "")
            + f" (two-sided, Holm over {len(made)} at {ALPHA:.3f}): " + "; ".join(map(str, tested)))
-    return verdict, how
+    return Judgement(verdict, how, tuple(tested))
 
 
 def judge(headline: Headline, ours: Mapping[str, float | None],
-          se: Callable[[str, str], float | None]) -> tuple[str, str]:
+          se: Callable[[str, str], float | None]) -> Judgement:
     """:func:`headline_verdict` of :func:`check_claims` for a declared headline."""
     return headline_verdict(check_claims(headline.claims, ours, se))
+
+
+def rejudge(recorded: Sequence[Mapping[str, Any]]) -> Judgement:
+    """The judgement of claim tests as index.json records them (:meth:`Tested.record`): each claim's recorded gap and
+    standard error tested again by :func:`check_claims` (two-sided, Holm over the recorded claims) and the verdict
+    said by :func:`headline_verdict`, so a row's ``agrees`` can be checked against what it was decided from."""
+    claims, ours, ses = [], {}, {}
+    for i, r in enumerate(recorded):
+        c = Claim(f"#{i} {r['a']}", f"#{i} {r['b']}", r["expect"], r.get("what", ""))
+        claims.append(c)
+        ours[c.a], ours[c.b] = r["gap"], (None if r["gap"] is None else 0.0)
+        ses[(c.a, c.b)] = r["se"]
+    return headline_verdict(check_claims(claims, ours, lambda a, b: ses[(a, b)]))

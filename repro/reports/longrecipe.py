@@ -28,7 +28,7 @@ from repro.profiles import Profile
 from repro.recipes.plans import TAB1_ARMS
 from repro.reports.common import Report, compare, direction_agrees, order_verdict, pct, scale_note, scores_of, \
     significance
-from repro.reports.headline import judge
+from repro.reports.headline import Judgement, judge
 from repro.reports.noise import GapTest, macro, niah_m
 from repro.reports.seeds import cell, multi_seed_note, seed_groups, seed_mean_std, seeds_label
 from repro.stats import Z, gap_se, seed_spread
@@ -108,12 +108,12 @@ def _tests(suite, p: Profile) -> tuple[GapTest, GapTest]:
 
 
 # -- headlines ------------------------------------------------------------------------------------
-def headline(target: str, ours: Mapping[str, float | None], se: SE) -> tuple[str, str]:
+def headline(target: str, ours: Mapping[str, float | None], se: SE) -> Judgement:
     """``(verdict, how)`` of ``target``'s declared headline (:mod:`repro.claims.longrecipe`) on ``ours``;
     ``n/a`` when the target declares none."""
     h = headline_of(target)
     if h is None:
-        return "n/a", f"{target} declares no headline claim (repro.claims.longrecipe)"
+        return Judgement("n/a", f"{target} declares no headline claim (repro.claims.longrecipe)")
     return judge(h, ours, se)
 
 
@@ -175,7 +175,7 @@ def lr_tab1(suite, lm, p: Profile) -> Report:
         rows.append(row)
     _, how1 = direction_agrees(ours_nm, {k: v[0] for k, v in LR_TAB1.items() if v[0] is not None}, noise=nm_test)
     _, how2 = direction_agrees(ours_ru, {k: v[1] for k, v in LR_TAB1.items() if v[1] is not None}, noise=ru_test)
-    verdict, how = headline("LR-Tab1", *_long_values(suite, ("longrecipe", "pose"), nm_test, ru_test))
+    verdict, how = judged = headline("LR-Tab1", *_long_values(suite, ("longrecipe", "pose"), nm_test, ru_test))
     caption = (f"LR-Tab1 analog at the target window {target}: NIAH(M) = mean of MK-1/2/3, MV, MQ; RULER = 13 tasks; "
                f"base-doable = mean over the tasks the base model does at its window "
                f"({', '.join(doable_tasks(suite, p)) or 'none'}) "
@@ -188,7 +188,8 @@ def lr_tab1(suite, lm, p: Profile) -> Report:
     return Report("LR-Tab1", [{"name": "LR-Tab1", "rows": rows, "columns": list(rows[0]) if rows else [],
                                "caption": caption}],
                   ours="; ".join(f"{r['method']} {r[f'NIAH(M) @{target}']}/{r[f'RULER @{target}']}" for r in rows),
-                  agrees=verdict, note=_context(how, f"full order, NIAH(M): {how1}", f"RULER: {how2}"))
+                  agrees=verdict,
+                  claims=judged.claims, note=_context(how, f"full order, NIAH(M): {how1}", f"RULER: {how2}"))
 
 
 def _seeds_note(groups: Mapping[str, Sequence[str]], arms: Sequence[str], names: Mapping[str, str] | None = None) \
@@ -311,7 +312,7 @@ def lr_tab2(suite, lm, p: Profile, general: dict | None = None) -> Report:
     niah_how += "; " + significance(sum(o != "tie" for o, _ in niah_steps), len(niah_steps), short_test,
                                     sum(not t for _, t in niah_steps))
     lr_stages = ("longrecipe", "longrecipe+replay", "longrecipe+merge")
-    verdict, how = headline("LR-Tab2", *by_metric(
+    verdict, how = judged = headline("LR-Tab2", *by_metric(
         {LM_LOSS: {s: loss.value(s) for s in lr_stages}, SHORT_NIAH: {s: short_test.value(s) for s in lr_stages}},
         {LM_LOSS: loss.se, SHORT_NIAH: short_test.se}))
     base_loss = lm.get("base", {}).get("loss")
@@ -330,7 +331,7 @@ def lr_tab2(suite, lm, p: Profile, general: dict | None = None) -> Report:
                                "caption": caption}],
                   ours="; ".join(f"{r['method']} loss " + " -> ".join(str(r[k]) for k in r if k.startswith("LM loss"))
                                  for r in rows),
-                  agrees=verdict,
+                  agrees=verdict, claims=judged.claims,
                   note=_context(how, f"every method's steps, as MMLU rises at each stage in the paper: LM loss "
                                      f"falls on {loss_how}", f"NIAH @{window} rises on {niah_how}"))
 
@@ -394,7 +395,7 @@ def _long_table(target_id: str, arms: Sequence[str], paper: Mapping[str, Any], s
                      "paper NIAH(M) / RULER (Llama3-8B-I 80K)": f"{pap[0]} / {pap[1]}" if pap else "-"})
     _, how1 = direction_agrees(nm_ours, {k: v[0] for k, v in paper.items() if v}, noise=nm_test)
     _, how2 = direction_agrees(ru_ours, {k: v[1] for k, v in paper.items() if v}, noise=ru_test)
-    verdict, how = headline(target_id, *_long_values(suite, arms, nm_test, ru_test))
+    verdict, how = judged = headline(target_id, *_long_values(suite, arms, nm_test, ru_test))
     cap = (f"{caption} Percent at the target window {target} ({p.longrecipe.eval_samples} examples x "
            f"{len(p.eval.suite_depths)} depths per task; NIAH(M) SE = its standard error over those prompts); "
            f"base-doable = mean over the tasks the base model does at its window "
@@ -403,4 +404,5 @@ def _long_table(target_id: str, arms: Sequence[str], paper: Mapping[str, Any], s
     return Report(target_id, [{"name": target_id, "rows": rows, "columns": list(rows[0]) if rows else [],
                                "caption": cap}],
                   ours="; ".join(f"{r['method']} {r[f'NIAH(M) @{target}']}/{r[f'RULER @{target}']}" for r in rows),
-                  agrees=verdict, note=_context(how, f"full order, NIAH(M): {how1}", f"RULER: {how2}"))
+                  agrees=verdict,
+                  claims=judged.claims, note=_context(how, f"full order, NIAH(M): {how1}", f"RULER: {how2}"))

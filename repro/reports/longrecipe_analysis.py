@@ -38,10 +38,10 @@ def lr_alg1(trace: Mapping[str, Any]) -> Report:
     trace (:func:`alg1_checks`; position arithmetic, no sampling noise: every SE is 0)."""
     checks = alg1_checks(trace)
     pos, starts = np.asarray(trace["positions"]), np.asarray(trace["sentence_starts"])
-    verdict, how = headline("LR-Alg1", {**checks, "0": 0}, lambda a, b: 0.0)
+    verdict, how = judged = headline("LR-Alg1", {**checks, "0": 0}, lambda a, b: 0.0)
     return Report("LR-Alg1", ours=f"{len(trace['slots'])} sentences at slots {np.asarray(trace['slots']).tolist()} "
                                   f"-> first positions {pos[starts].tolist()} in a {trace['target']}-cell window",
-                  agrees=verdict,
+                  agrees=verdict, claims=judged.claims,
                   note=_context(how, "Alg. 1 read as target - n empty cells; Eq. 7 reading is longrecipe_eq7"))
 
 
@@ -132,7 +132,7 @@ def lr_cost(runs: Mapping[str, Mapping[str, Any]], p: Profile, cost_steps: int, 
     lr_row = next(r for r in rows if r["method"] == "LongRecipe")
     got = step_saving(runs, "longrecipe", reference)
     threshold = float(COST_THRESHOLD.rstrip("%"))
-    verdict, how = headline("LR-Cost", {"longrecipe": got and got[0], COST_THRESHOLD: threshold},
+    verdict, how = judged = headline("LR-Cost", {"longrecipe": got and got[0], COST_THRESHOLD: threshold},
                             lambda a, b: got and got[1])
     ours = (f"LongRecipe: {lr_row['tokens vs FLT']:.2f}x FLT's tokens, {lr_row['FLOPs vs FLT']:.2f}x its "
             f"FLOPs, {lr_row['time vs FLT']:.2f}x its step time")
@@ -146,7 +146,7 @@ def lr_cost(runs: Mapping[str, Mapping[str, Any]], p: Profile, cost_steps: int, 
         measured = "no per-round step times of both arms (two rounds at least): the saving has no interval"
     flops = lr_row["FLOPs vs FLT"]
     return Report("LR-Cost", [{"name": "LR-Cost", "rows": rows, "columns": columns, "caption": caption}],
-                  ours=ours, agrees=verdict,
+                  ours=ours, agrees=verdict, claims=judged.claims,
                   note=_context(how, measured,
                                 f"FLOPs saving {100 * (1 - flops):.1f}% and token saving "
                                 f"{100 * (1 - lr_row['tokens vs FLT']):.1f}% (analytic, exact; the paper: ~30% of "
@@ -179,9 +179,9 @@ def lr_fig2(summary: Mapping[str, Any]) -> Report:
               SEGMENT: {"longrecipe": summary["longrecipe_segment"], "rpes": summary["rpes_segment"]}}
     ses = {DISTANCE_RATIO: lambda a, b: summary.get("distance_ratio_se"),
            SEGMENT: lambda a, b: _hypot_or_none(summary.get("longrecipe_segment_se"), summary.get("rpes_segment_se"))}
-    verdict, how = headline("LR-Fig2", *by_metric(values, ses))
+    verdict, how = judged = headline("LR-Fig2", *by_metric(values, ses))
     lr_se = summary.get("longrecipe_segment_se")
-    return Report("LR-Fig2", ours=ours, agrees=verdict,
+    return Report("LR-Fig2", ours=ours, agrees=verdict, claims=judged.claims,
                   note=_context(how, "LongRecipe segment vs the paper's 88 tokens: "
                                 f"{summary['longrecipe_segment']:.1f}"
                                 + ("" if lr_se is None else f" ± {lr_se:.2g}")
@@ -253,7 +253,7 @@ def lr_fig3(analysis, tokenizer, p: Profile, top_anchors: int = 30) -> tuple[dic
     frac = p.longrecipe.top_fraction
     num = top.get("NUM", 0.0)
     ses = tag_share_se(analysis.selected, analysis.tags, FIG3_TAG, FIG3_OTHERS)
-    verdict, how = headline("LR-Fig3", {t: top.get(t, 0.0) for t in (FIG3_TAG, *FIG3_OTHERS)},
+    verdict, how = judged = headline("LR-Fig3", {t: top.get(t, 0.0) for t in (FIG3_TAG, *FIG3_OTHERS)},
                             lambda a, b: ses.get(b) if a == FIG3_TAG else ses.get(a))
     ours = (f"top tags among the top {frac:.0%} tokens: " + ", ".join(f"{t} {top[t]:.2f}" for t in order[:5])
             + f"; NUM {num:.2f} vs {base.get('NUM', 0.0):.2f} among all tokens; {len(analysis.anchors)} anchor types")
@@ -265,7 +265,7 @@ def lr_fig3(analysis, tokenizer, p: Profile, top_anchors: int = 30) -> tuple[dic
         {"name": "LR-Fig3-anchors", "rows": rows, "columns": list(rows[0]) if rows else [],
          "caption": "The anchor token types (LongRecipe's selection keys), by Delta(t) (Eq. 4); "
                     f"first {top_anchors}."}],
-        ours=ours, agrees=verdict,
+        ours=ours, agrees=verdict, claims=judged.claims,
         note=_context(how, f"the most frequent tag among the top tokens: {order[0] if order else 'none'}",
                       f"NUM enrichment over all tokens: {num / base['NUM']:.2f}x" if base.get("NUM") else "",
                       f"shares are of the selected tokens (SEs: bootstrap over the {len(analysis.samples)} texts, "

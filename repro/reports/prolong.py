@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 from repro.claims import headline_of
 from repro.profiles import Profile
 from repro.reports.common import Report, Scores, compare, scale_note, show
-from repro.reports.headline import judge
+from repro.reports.headline import Judgement, judge
 from repro.reports.noise import Z, GapTest, macro
 from repro.reports.seeds import cell, multi_seed_note, per_seed, seed_groups, seed_mean_std, seeds_label
 
@@ -235,7 +235,7 @@ def _loss_values(loss: LossNoise) -> dict[str, float | None]:
 
 
 def _verdict(target: str, ours: Mapping[str, float | None], se: Callable[[str, str], float | None]
-             ) -> tuple[str, str]:
+             ) -> Judgement:
     """:func:`repro.reports.headline.judge` of ``target``'s declared headline."""
     headline = headline_of(target)
     if headline is None:
@@ -286,7 +286,7 @@ def _ablation(target: str, suite, ppl, p: Profile, arms: Mapping[str, str], pape
             for a, what in arms.items() if a in h]
     values = _values({a: h[a] for a in arms if a in h})
     se = _se_by_metric({"long": noise, "short": _short_noise(suite, p)})
-    verdict, how = _verdict(target, values, se)
+    verdict, how = judged = _verdict(target, values, se)
     claimed = {(c.a, c.b) for c in headline_of(target).claims} | {(c.b, c.a) for c in headline_of(target).claims}
     context = [_pair(a, RECIPE, values, se) for a in arms if a != RECIPE and (a, RECIPE) not in claimed]
     cap = (f"{target} analog ({claim}): downstream = mean accuracy (percent) at the target over "
@@ -296,7 +296,7 @@ def _ablation(target: str, suite, ppl, p: Profile, arms: Mapping[str, str], pape
            f"Scale: {scale_note(p, p.prolong.eval_samples)}.")
     text = "; ".join(f"{a} {show(None if values[a] is None else values[a] / 100)}" for a in arms if a in values)
     return Report(target, [{"name": target, "rows": rows, "columns": list(dict.fromkeys(k for r in rows for k in r)),
-                            "caption": cap}], ours="downstream: " + text, agrees=verdict,
+                            "caption": cap}], ours="downstream: " + text, agrees=verdict, claims=judged.claims,
                   note=_note(how, context, noise.method() if noise else "no paired noise (fewer than two arms)"))
 
 
@@ -396,7 +396,7 @@ def pl_fig3(suite, ppl, p: Profile) -> Report:
     h = headlines(suite, ppl, p)
     values = _values({a: h[a] for a in SHARE_ARMS if a in h})
     se = _se_by_metric({"long": noise, "short": _short_noise(suite, p)})
-    verdict, how = _verdict("PL-Fig3", values, se)
+    verdict, how = judged = _verdict("PL-Fig3", values, se)
     context = [_best_share(pts), _pair(SHORT + "pl_long100", SHORT + "pl_long0", values, se)]
     cap = (f"PL-Fig3 analog: downstream (percent at the target, mean over {downstream_note(suite, p)}), recall and "
            f"short NIAH, by the share of long documents among the non-task rows (the rest ShortMix; "
@@ -404,7 +404,7 @@ def pl_fig3(suite, ppl, p: Profile) -> Report:
            f"{multi_seed_note(seed_groups(n for n in suite if n != 'base'))} Scale: {scale_note(p)}.")
     return Report("PL-Fig3", [{"name": "PL-Fig3", "rows": rows, "columns": list(rows[0]), "caption": cap}],
                   ours="; ".join(f"{x['long_share']}%: {_r(x['long'], x['long_std'], 1)}" for x in known),
-                  agrees=verdict, note=_note(how, context, noise.method() if noise else ""))
+                  agrees=verdict, claims=judged.claims, note=_note(how, context, noise.method() if noise else ""))
 
 
 def pl_fig1(suite, ppl, p: Profile) -> Report:
@@ -416,7 +416,7 @@ def pl_fig1(suite, ppl, p: Profile) -> Report:
     loss, noise = LossNoise(ppl, {a: h[a]["names"] for a in SHARE_ARMS if a in h}), _noise(suite, p)
     values = {**_values({a: h[a] for a in SHARE_ARMS if a in h}), **_loss_values(loss)}
     se = _se_by_metric({"long": noise, "loss": loss})
-    verdict, how = _verdict("PL-Fig1", values, se)
+    verdict, how = judged = _verdict("PL-Fig1", values, se)
     context = [_pair(LOSS + "pl_long100", LOSS + "pl_long0", values, se, "nats", 3)]
     cap = (f"PL-Fig1 analog: long-document perplexity (second half of held-out {p.extend.target_window}-token code "
            f"documents) against the downstream average, by long-data share. Scale: {scale_note(p)}.")
@@ -424,7 +424,7 @@ def pl_fig1(suite, ppl, p: Profile) -> Report:
                                "caption": cap}],
                   ours="; ".join(f"{x['long_share']}%: PPL {_r(x['ppl'], None, 2)}, downstream {_r(x['long'], None, 1)}"
                                  for x in pts),
-                  agrees=verdict, note=_note(how, context, f"held-out loss {loss.method()}" +
+                  agrees=verdict, claims=judged.claims, note=_note(how, context, f"held-out loss {loss.method()}" +
                                              (f"; downstream {noise.method()}" if noise else "")))
 
 

@@ -30,7 +30,7 @@ def pl_tab3(manifest: Mapping[str, Any], states: Mapping[str, Mapping[str, Any]]
         mix.append({"arm": arm, "rows": total, **{k[5:]: f"{100 * v / max(total, 1):.1f}%"
                                                   for k, v in sorted(st.items()) if k.startswith("rows_")}})
     code, books = (manifest["sources"].get(k, {}).get("long_tokens", 0) for k in ("code", "books"))
-    verdict, how = _verdict("PL-Tab3", {"code": code, "books": books}, lambda a, b: None)
+    verdict, how = judged = _verdict("PL-Tab3", {"code": code, "books": books}, lambda a, b: None)
     cap = (f"PL-Tab3 analog: documents and tokens per source, and in documents of at least {thr} tokens (the target; "
            "the paper counts >= 64K). Code repositories are stdlib packages (all files of a package concatenated); "
            "books are a SUBSTITUTE (Python's documentation bound into volumes: technical prose, no fiction); ShortMix "
@@ -42,7 +42,7 @@ def pl_tab3(manifest: Mapping[str, Any], states: Mapping[str, Mapping[str, Any]]
                        "caption": "The mix each arm actually trained on: share of its rows per stream (tasks: the "
                                   "testbed's retrieval rows), from the training metrics."})
     return Report("PL-Tab3", tables, ours=f"long tokens: code {code:,}, books {books:,}", agrees=verdict,
-                  note=f"{_tab3_untestable(manifest)}. {how}")
+                  note=f"{_tab3_untestable(manifest)}. {how}", claims=judged.claims)
 
 
 def _tab3_untestable(manifest: Mapping[str, Any]) -> str:
@@ -170,7 +170,7 @@ def pl_tab15(bench: Mapping[str, Any], p: Profile) -> Report:
                      "vs unsorted": f"{_x(speed, e)} (our global sort {_x(*ours_sort)}, perfect balance "
                                     f"{1 / r['ideal']['ratio']:.3f}x)",
                      "paper tokens/s/GPU": f"{PL_TAB15['reorder']} (+11.7%)"})
-    verdict, how = _verdict("PL-Tab15", values, _tab15_se(ses))
+    verdict, how = judged = _verdict("PL-Tab15", values, _tab15_se(ses))
     claimed = {x for c in headline_of("PL-Tab15").claims for x in (c.a, c.b)}
     varlen = single["doc_varlen"]["ratio"]
     rounds = round_speedup(single, "doc_varlen")
@@ -205,7 +205,8 @@ def pl_tab15(bench: Mapping[str, Any], p: Profile) -> Report:
                        ", ".join(f"{v:.3f}x at k={k}" for k, v in gains.items()) + "; our global sort " +
                        ", ".join(f"{v:.3f}x at k={k}" for k, v in globals_.items()),
                   agrees=verdict, note=_note(how, context, "speed in percent of unsorted's; SE over the simulated "
-                                                           "steps (paired) and the per-round cost fits"))
+                                                           "steps (paired) and the per-round cost fits"),
+                  claims=judged.claims)
 
 
 def _flex_note(single: Mapping[str, Any]) -> str:

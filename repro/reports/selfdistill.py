@@ -19,7 +19,7 @@ from repro.claims.selfdistill import PAPER_STD_KEY, std_key, yarn_key
 from repro.profiles import Profile
 from repro.reports.common import SHORT, Report, Scores, direction_agrees, missing_note, pct, scale_note, scores_of, \
     show
-from repro.reports.headline import judge
+from repro.reports.headline import Judgement, judge
 from repro.reports.noise import GapTest, depth_decile, macro
 from repro.reports.seeds import cell, multi_seed_note, per_seed, pooled, seed_groups, seed_mean_std, seeds_label
 from repro.reports.testbed import doable_caption, base_can_do, doable_ruler
@@ -56,7 +56,7 @@ RP_TAB15_MAX_STD = 0.17
 
 
 def verdict_of(target: str, ours: Mapping[str, float | None], se: Callable[[str, str], float | None],
-               context: str = "") -> tuple[str, str]:
+               context: str = "") -> Judgement:
     """``(verdict, note)`` of ``target``'s declared headline (:func:`repro.claims.headline_of`) on ``ours`` (key ->
     value) with ``se(a, b)`` the standard error of ``ours[a] - ours[b]`` (:func:`repro.reports.headline.judge`);
     the note is the headline result, then ``context`` (pairs shown, never deciding)."""
@@ -64,8 +64,8 @@ def verdict_of(target: str, ours: Mapping[str, float | None], se: Callable[[str,
     if headline is None:
         raise ValueError(f"target={target!r} has no declared headline; allowed: the keys of "
                          "repro.claims.selfdistill.HEADLINES")
-    verdict, how = judge(headline, ours, se)
-    return verdict, how + (f". Other pairs, for context (not deciding): {context}" if context else "")
+    return judge(headline, ours, se).with_context(
+        f"Other pairs, for context (not deciding): {context}" if context else "")
 
 
 def _headline(s: Scores, suite, p: Profile, length: int) -> tuple[float | None, str]:
@@ -130,7 +130,7 @@ def rp_tab1_2(suite, p: Profile) -> Report:
     head = {n: seed_mean_std(_arm_headline(suite, p, "suite", reps, target))[0] for n, reps in groups.items()}
     metric = _headline(Scores(None), suite, p, target)[1]
     noise = _headline_test(suite, p, "suite", target)
-    verdict, how = verdict_of("RP-Tab1/2", _percent(head), noise.se,
+    verdict, how = judged = verdict_of("RP-Tab1/2", _percent(head), noise.se,
                               direction_agrees(_percent(head), {k: v[1] for k, v in RP_TAB1.items()}, noise=noise)[1])
     ours = "; ".join(f"{n} Avg-13 {show(avg[n])}, {metric} {show(head[n])}" for n in groups)
     seeds = multi_seed_note(groups)
@@ -139,7 +139,8 @@ def rp_tab1_2(suite, p: Profile) -> Report:
     cap1 = f"RP-Tab1 analog: RULER average per evaluation length. {seeds} Scale: {scale_note(p)}."
     return Report("RP-Tab1/2", [{"name": "RP-Tab1-2", "rows": rows, "columns": cols, "caption": cap},
                                 {"name": "RP-Tab1-2-lengths", "rows": by_len, "columns": len_cols, "caption": cap1}],
-                  ours=f"@{target}: {ours}", agrees=verdict, note=f"{how}. Metric: {metric} at the target")
+                  ours=f"@{target}: {ours}", agrees=verdict, note=f"{how}. Metric: {metric} at the target",
+                  claims=judged.claims)
 
 
 # -- RP-Fig1a ------------------------------------------------------------------------------------
@@ -167,16 +168,16 @@ def rp_fig1a(suite, p: Profile) -> tuple[dict[str, list[float | None]], Report]:
     ours_rp = [n for n in RP_METHODS if n in stats]
     ref = STANDARD if STANDARD in stats else "flt"
     if ours_rp and ref in stats:
-        verdict, how = _fig1a_verdict(suite, task, curves, stats, ours_rp, ref)
+        verdict, how = judged = _fig1a_verdict(suite, task, curves, stats, ours_rp, ref)
     else:
-        verdict, how = "n/a", "no self-distillation checkpoint yet; curves shown for what exists"
+        verdict, how = judged = Judgement("n/a", "no self-distillation checkpoint yet; curves shown for what exists")
     can = base_can_do(suite, p).get(task, {"label": "n/a (not in suite)"})
     ours = "; ".join(f"{n} mean {pct(m)}, spread {pct(sp)}" for n, (m, sp) in stats.items())
     cap = (f"RP-Fig1a data: {task} accuracy (percent) by needle-depth decile at the target {target}, "
            f"{p.eval.decile_samples} samples per decile. Base can do {task} at its window: {can['label']}. "
            f"{multi_seed_note(groups)} Scale: {scale_note(p)}.")
     table = {"name": "RP-Fig1a", "rows": rows, "columns": ["model", "decile", "accuracy", "n"], "caption": cap}
-    return curves, Report("RP-Fig1a", [table], ours=ours, agrees=verdict, note=how)
+    return curves, Report("RP-Fig1a", [table], ours=ours, agrees=verdict, note=how, claims=judged.claims)
 
 
 def decile_ses(suite, p: Profile) -> dict[str, list[float | None]]:
@@ -193,7 +194,7 @@ def decile_ses(suite, p: Profile) -> dict[str, list[float | None]]:
     return out
 
 
-def _fig1a_verdict(suite, task: str, curves, stats, ours_rp, ref: str = STANDARD) -> tuple[str, str]:
+def _fig1a_verdict(suite, task: str, curves, stats, ours_rp, ref: str = STANDARD) -> Judgement:
     """RP-Fig1a's headline: each self-distillation arm against Standard (``ref``; the testbed's ``flt`` stands in
     while ``rp_standard`` is not trained): a higher mean and a smaller spread (max - min) of the decile curve, each
     gap against its paired SE (bootstrap over the prompts of each decile, widened by the training-seed spread)."""
@@ -208,9 +209,8 @@ def _fig1a_verdict(suite, task: str, curves, stats, ours_rp, ref: str = STANDARD
         (na, ka), (nb, _) = a.rsplit(" ", 1), b.rsplit(" ", 1)
         return tests[ka].se(arm[na], arm[nb])
 
-    verdict, how = verdict_of("RP-Fig1a", ours, se)
     stand_in = f"; {ref} stands in for {STANDARD} (not trained)" if ref != STANDARD else ""
-    return verdict, how + stand_in + f"; noise: {tests['mean'].method()}"
+    return verdict_of("RP-Fig1a", ours, se).with_context(stand_in + f"; noise: {tests['mean'].method()}", sep="")
 
 
 # -- RP-Tab14 ------------------------------------------------------------------------------------
@@ -230,14 +230,14 @@ def rp_tab14(suite, p: Profile) -> Report:
                      "mean": cell(vals, missing_note(s, specs, target)),
                      "paper (64K NIAH-position)": f"{RP_NAMES[name]} {pap}" if pap else "-", "scale": scale_note(p)})
     noise = GapTest(suite, "suite", macro(specs, target)) if specs else None
-    verdict, how = verdict_of("RP-Tab14", _percent(avg), noise.se if noise else lambda a, b: None,
+    verdict, how = judged = verdict_of("RP-Tab14", _percent(avg), noise.se if noise else lambda a, b: None,
                               direction_agrees(_percent(avg), RP_TAB14, noise=noise)[1])
     cols = list(dict.fromkeys(k for r in rows for k in r))
     cap = (f"RP-Tab14 analog: NIAH-position (4 occurrences of one key) accuracy (percent) per ordinal at the "
            f"target {target}. {doable_caption(suite, p, specs)} {multi_seed_note(groups)} Scale: {scale_note(p)}.")
     return Report("RP-Tab14", [{"name": "RP-Tab14", "rows": rows, "columns": cols, "caption": cap}],
                   ours="; ".join(f"{n} {show(v)}" for n, v in avg.items()), agrees=verdict,
-                  note=f"{how}. Metric: mean over ordinals at the target")
+                  note=f"{how}. Metric: mean over ordinals at the target", claims=judged.claims)
 
 
 # -- RP-Tab15 ------------------------------------------------------------------------------------
@@ -331,7 +331,7 @@ def rp_tab15(suite, p: Profile) -> Report:
         row["scale"] = scale_note(p)
         rows.append(row)
     metric = f"RULER-doable ({len(doable)} tasks)" if doable else "RULER-13"
-    verdict, how = verdict_of("RP-Tab15", *_tab15_claims(stats), _tab15_context(stats))
+    verdict, how = judged = verdict_of("RP-Tab15", *_tab15_claims(stats), _tab15_context(stats))
     how += "; training-seed std: " + (", ".join(f"{n} {sd:.2f} over {k} seeds" for n, (sd, k) in train.items())
                                       if train else "not measured (one training seed per arm)")
     ours = "; ".join(f"{n} {m:.1f} ({sd:.2f}) over {k} seeds" for n, (m, sd, k) in stats.items()) or "n/a"
@@ -341,7 +341,7 @@ def rp_tab15(suite, p: Profile) -> Report:
            f"{metric} mean over evaluation seeds. {doable_caption(suite, p, RULER_TASKS)} "
            f"{multi_seed_note(groups)} Scale: {scale_note(p)}.")
     return Report("RP-Tab15", [{"name": "RP-Tab15", "rows": rows, "columns": cols, "caption": cap}],
-                  ours=f"{metric}: {ours}", agrees=verdict, note=how)
+                  ours=f"{metric}: {ours}", agrees=verdict, note=how, claims=judged.claims)
 
 
 # -- RP-Tab4/5 -----------------------------------------------------------------------------------
@@ -372,7 +372,7 @@ def rp_tab4_5(suite, p: Profile) -> Report:
         row["paper YaRN 2x / 4x (Llama 128K / 256K)"] = f"{RP_NAMES[name]} {pap[0]} / {pap[1]}" if pap else "-"
         row["scale"] = scale_note(p)
         rows.append(row)
-    verdict, how = _tab4_5_verdict(suite, p, factors, list(groups), _percent(head))
+    verdict, how = judged = _tab4_5_verdict(suite, p, factors, list(groups), _percent(head))
     metric = f"RULER-doable ({len(doable)} tasks)" if doable else "RULER-13"
     cols = list(dict.fromkeys(k for r in rows for k in r))
     cap = (f"RP-Tab4/5 analog: RULER (percent) beyond the target {target} with YaRN at evaluation time "
@@ -380,14 +380,15 @@ def rp_tab4_5(suite, p: Profile) -> Report:
            f"{doable_caption(suite, p, RULER_TASKS)} {multi_seed_note(groups)} Scale: {scale_note(p)}.")
     return Report("RP-Tab4/5", [{"name": "RP-Tab4-5", "rows": rows, "columns": cols, "caption": cap}],
                   ours="; ".join(f"{metric} YaRN {f:g}x: " + ", ".join(
-                      f"{n} {show(head[yarn_key(n, f)])}" for n in groups) for f in factors), agrees=verdict, note=how)
+                      f"{n} {show(head[yarn_key(n, f)])}" for n in groups) for f in factors), agrees=verdict, note=how,
+                  claims=judged.claims)
 
 
-def _tab4_5_verdict(suite, p: Profile, factors, arms, ours: Mapping[str, float | None]) -> tuple[str, str]:
+def _tab4_5_verdict(suite, p: Profile, factors, arms, ours: Mapping[str, float | None]) -> Judgement:
     """RP-Tab4/5's headline over every YaRN factor at once (Holm over all its claims), each factor's gaps against
     the paired test of that factor's part; the other pairs of each factor are the context."""
     if not factors:
-        return "n/a", "no YaRN factor evaluated"
+        return Judgement("n/a", "no YaRN factor evaluated")
     target = p.extend.target_window
     tests = {f: _headline_test(suite, p, f"yarn{f:g}", int(round(f * target))) for f in factors}
     where = {yarn_key(n, f): (n, f) for f in factors for n in arms}

@@ -66,7 +66,7 @@ def rp_ablation(suite, p: Profile, target_id: str) -> Report:
                      f"gap to {OURS}": "" if gap is None else round(gap, 1),
                      "paired SE": "" if se is None else round(se, 1),
                      "paper (Llama RULER 64K, step 200)": pap, "scale": scale_note(p, p.selfdistill.ablation_samples)})
-    verdict, how = verdict_of(target_id, ours, noise.se, direction_agrees(ours, paper, noise=noise)[1])
+    verdict, how = judged = verdict_of(target_id, ours, noise.se, direction_agrees(ours, paper, noise=noise)[1])
     cap = (f"{target_id} analog: {what}, RULER (percent) at the target {target} after {p.selfdistill.ablation_steps} "
            f"of {p.extend.steps} steps (the paper: 200 of 1000), {p.selfdistill.ablation_samples} prompts per "
            f"(task, depth); gap and paired SE (bootstrap over the same prompts) against {OURS}. "
@@ -75,4 +75,4 @@ def rp_ablation(suite, p: Profile, target_id: str) -> Report:
     table = {"name": target_id, "rows": rows, "columns": list(rows[0]), "caption": cap}
     summary = "; ".join(f"{n} {'n/a' if v is None else round(v, 1)}" for n, v in ours.items())
     return Report(target_id, [table], ours=summary, agrees=verdict,
-                  note=f"{how}. Metric: {metric} at the target")
+                  note=f"{how}. Metric: {metric} at the target", claims=judged.claims)

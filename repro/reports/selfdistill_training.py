@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 from repro.claims.selfdistill import PAPER_RATIO_KEY
 from repro.profiles import Profile
 from repro.reports.common import Report, scale_note, scores_of, show
+from repro.reports.headline import Judgement
 from repro.reports.noise import PROMPT_KEY, GapTest, align, by_prompt, macro
 from repro.reports.seeds import cell, seed_groups
 from repro.reports.selfdistill import verdict_of
@@ -105,7 +106,7 @@ def rp_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
     shared = bench.get("skip, prefix-shared", {}).get("ratio")
     naive = bench.get("skip, two full passes", {}).get("ratio")
     ours, se = round_ratios(bench)
-    agrees, how = verdict_of("RP-Cost", ours, se)
+    agrees, how = judged = verdict_of("RP-Cost", ours, se)
     first = next(iter(bench.values()), {})
     n = len(first.get("seconds", []))
     cap = (f"RP-Cost: seconds per optimizer step (forward, backward, AdamW) of each objective on copies of one "
@@ -125,7 +126,7 @@ def rp_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
                   agrees=agrees, note=f"{how}. Per-round ratio to Standard's step in the same round, mean +- SE "
                                       f"over {n} interleaved rounds (a sameness claim within noise holds: this "
                                       f"headline says yes, partly or no, never tie); our expectation with the "
-                                      f"skip point uniform: {RATIO_GOAL}x (half a second pass)")
+                                      f"skip point uniform: {RATIO_GOAL}x (half a second pass)", claims=judged.claims)
 
 
 def fig4_tasks(suite, p: Profile) -> tuple[tuple[str, ...], str]:
@@ -160,7 +161,7 @@ def rp_fig4(curves: Mapping[str, Mapping[int, Mapping[str, Any]]], seconds: Mapp
             rows.append({"arm": name, "step": step, "seconds / step": round(sps, 4),
                          "wall-clock s": round(step * sps, 1), metric: round(100 * v, 1),
                          "SE": _num(se)})
-    verdict, how = _fig4_verdict(curves, seconds, suite, tasks, target, metric)
+    verdict, how = judged = _fig4_verdict(curves, seconds, suite, tasks, target, metric)
     cap = (f"RP-Fig4 data: {metric} (percent) at the target {target} along training, against wall-clock (step x the "
            f"run's median seconds per step); Standard trained {p.selfdistill.matched_steps_ratio}x the steps. SE: over "
            f"each checkpoint's prompts, widened by the main arms' pooled training-seed spread (each curve has one "
@@ -169,7 +170,7 @@ def rp_fig4(curves: Mapping[str, Mapping[int, Mapping[str, Any]]], seconds: Mapp
                               "columns": list(rows[0]) if rows else ["arm"], "caption": cap}],
                  ours="; ".join(f"{n}: " + ", ".join(f"{v:.1f}@{t:.0f}s" for t, v, _ in pts)
                                 for n, pts in points.items()),
-                 agrees=verdict, note=how)
+                 agrees=verdict, note=how, claims=judged.claims)
     return points, rep
 
 
@@ -192,18 +193,19 @@ def interpolated(by_step: Mapping[int, Mapping[str, Any]], seconds_per_step: flo
     return None
 
 
-def _fig4_verdict(curves, seconds, suite, tasks, target: int, metric: str) -> tuple[str, str]:
+def _fig4_verdict(curves, seconds, suite, tasks, target: int, metric: str) -> Judgement:
     """RP-Fig4's headline at equal wall-clock: both curves read at the last wall-clock both reach (interpolated per
     prompt between checkpoints), the gap's SE the paired bootstrap over prompts widened by the training-seed spread
     of the main arms' headline (``suite``'s multi-seed arms, pooled; each curve has one seed)."""
     have = [n for n in CURVE_ARMS if curves.get(n) and seconds.get(n)]
     if len(have) < 2:
-        return "n/a", f"needs both curves ({', '.join(CURVE_ARMS)}) with their seconds per step; have: " \
-                      f"{', '.join(have) or 'none'}"
+        return Judgement("n/a", f"needs both curves ({', '.join(CURVE_ARMS)}) with their seconds per step; have: "
+                                f"{', '.join(have) or 'none'}")
     at = min(max(curves[n]) * seconds[n] for n in CURVE_ARMS)
     scores = {n: interpolated(curves[n], seconds[n], at, n) for n in CURVE_ARMS}
     if None in scores.values():
-        return "n/a", f"no common wall-clock: one curve's first checkpoint is after the other's last ({at:.0f} s)"
+        return Judgement("n/a", f"no common wall-clock: one curve's first checkpoint is after the other's last "
+                                f"({at:.0f} s)")
     at_t = {n: {"ruler": {"results": [{**dict(zip(PROMPT_KEY, k)), "score": v} for k, v in sc.items()]}}
             for n, sc in scores.items()}
     test = GapTest(at_t, "ruler", macro(tasks, target))
@@ -214,13 +216,14 @@ def _fig4_verdict(curves, seconds, suite, tasks, target: int, metric: str) -> tu
         e = test.se(a, b)
         return None if e is None else math.sqrt(e ** 2 + 2 * (spread or 0.0) ** 2)
 
-    verdict, how = verdict_of("RP-Fig4", ours, se)
+    judged = verdict_of("RP-Fig4", ours, se)
     widen = (f"widened by the main arms' pooled training-seed spread {spread:.1f} for each curve (one seed each)"
              if spread is not None else "one training seed each and no multi-seed main arm: training-seed spread "
                                         "not measured")
     ends = ", ".join(f"{n} ends at {max(curves[n]) * seconds[n]:.0f} s" for n in CURVE_ARMS)
-    return verdict, (f"{how}; {metric} read at {at:.0f} s, the last wall-clock both curves reach ({ends}; "
-                     f"interpolated per prompt between checkpoints); SE: paired bootstrap over prompts, {widen}")
+    return judged.with_context(f"; {metric} read at {at:.0f} s, the last wall-clock both curves reach ({ends}; "
+                               f"interpolated per prompt between checkpoints); SE: paired bootstrap over prompts, "
+                               f"{widen}", sep="")
 
 
 def rp_tab7(rp_suite, lm: Mapping[str, Mapping[str, Any]], p: Profile) -> Report:
@@ -240,13 +243,13 @@ def rp_tab7(rp_suite, lm: Mapping[str, Mapping[str, Any]], p: Profile) -> Report
     cap = (f"RP-Tab7 stand-in: short-context ability as the LM loss on held-out windows of the base window and NIAH "
            f"at the base window (the paper: MMLU, HellaSwag, WinoGrande, OpenBookQA, which a tiny model cannot do); "
            f"multi-seed arms: mean ± std over training seeds. Scale: {scale_note(p)}.")
-    agrees, how = verdict_of("RP-Tab7", ours, se)
+    agrees, how = judged = verdict_of("RP-Tab7", ours, se)
     how += (f"; SE: training-seed spread of the loss ({spread})" if spread else
             "; no arm has several training seeds, so the loss has no standard error")
     return Report("RP-Tab7", [{"name": "RP-Tab7", "rows": rows, "columns": list(rows[0]) if rows else ["model"],
                                "caption": cap}],
                   ours="; ".join(f"{n} {_num(v, 3)}" for n, v in ours.items()), agrees=agrees,
-                  note=how + " (a sameness headline: yes, partly or no, never tie)")
+                  note=how + " (a sameness headline: yes, partly or no, never tie)", claims=judged.claims)
 
 
 def seed_spread_noise(values: Mapping[str, Sequence[float | None]]

@@ -82,3 +82,27 @@ def test_bad_claims_are_refused():
     with pytest.raises(ValueError, match="needs at least one claim"):
         Headline(())
     assert headline_verdict([])[0] == "n/a"
+
+
+def test_judgement_unpacks_and_records_what_it_was_decided_from():
+    ours = {"skip": 30.0, "cyclic": 24.0, "standard": 25.0}
+    j = judge(H, ours, se_of({("skip", "standard"): 1.0, ("cyclic", "standard"): 1.0}))
+    verdict, how = j
+    assert (verdict, how) == (j.verdict, j.how) == (j[0], j[1]) and verdict == "partly"
+    rec = j.claims
+    assert [(c["a"], c["b"], c["expect"], c["outcome"]) for c in rec] == [
+        ("skip", "standard", "higher", "holds"), ("cyclic", "standard", "higher", "tie")]
+    assert rec[0]["gap"] == 5.0 and rec[0]["se"] == 1.0 and rec[0]["adjusted"] <= ALPHA < rec[1]["adjusted"]
+    assert j.with_context("pairs").how == how + ". pairs" and j.with_context("").how == how
+    assert j.with_context("pairs").tested == j.tested
+
+
+@pytest.mark.parametrize("skip,cyclic,se", [(30.0, 24.0, 1.0), (26.0, 25.5, 1.0), (20.0, 19.0, 0.5),
+                                            (25.0, 25.0, 0.0), (30.0, 32.0, None)])
+def test_rejudge_of_the_records_says_what_judge_said(skip, cyclic, se):
+    from repro.reports.headline import rejudge
+
+    j = judge(H, {"skip": skip, "cyclic": cyclic, "standard": 25.0},
+              se_of({("skip", "standard"): se, ("cyclic", "standard"): se}))
+    again = rejudge(j.claims)
+    assert again.verdict == j.verdict and [t.outcome for t in again.tested] == [t.outcome for t in j.tested]
