@@ -20,7 +20,7 @@ import numpy as np
 from repro.analysis.ig import CRITICAL, TYPES
 from repro.claims import headline_of
 from repro.profiles import Profile
-from repro.reports.common import Report, model_note, scale_note
+from repro.reports.common import Report, model_note
 from repro.reports.headline import Judgement, judge
 from repro.stats import BOOTSTRAP, Z, mean_se, seed_spread
 
@@ -118,7 +118,8 @@ def cd_taskb(rows: Sequence[Mapping[str, Any]], p: Profile) -> Report:
            "mean tokens per type and fact counts over the listed prompts; supporting facts go to the boundaries of "
            "10 equal chunks of the filler (slots 0/10 .. 9/10, the first at the sample's depth), 1-2x as many "
            "interference facts with at least one after the last supporting fact, a few emoji as low-frequency "
-           f"tokens, one shared filler per length. Scale: {scale_note(p)}.")
+           f"tokens, one shared filler per length; every listed prompt is counted (a census). Scale: "
+           f"{model_note(p)}.")
     built = [r for r in rows if r["prompts"]]
     count = sum(not (r["hops"] <= r["interference_min"] and r["interference_max"] <= 2 * r["hops"]) for r in built)
     after = sum(r["interference_after_last_min"] < 1 for r in built)
@@ -205,7 +206,8 @@ def cd_fig4(manual: Sequence[Mapping], p: Profile, step: float) -> tuple[dict, R
     cap = (f"CD-Fig4: manual denoising (§3.2). Noise = context tokens whose IG (mean over heads and layers) is below "
            f"the context's mean IG ({noise:.0%} of context tokens); their embeddings move by -{step:g} x dL/dE (answer "
            f"loss). Attention mass per token from the answer rows, before and after, mean ± SE over "
-           f"{len(manual)} samples. Scale: {scale_note(p)}.")
+           f"{len(manual)} samples. Scale: {model_note(p)}; {len(manual)} fresh prompts of {p.cdt.task} at the base "
+           f"window ({p.base.window} tokens).")
     return data, Report("CD-Fig4", [{"name": "CD-Fig4", "rows": rows, "columns": list(rows[0]), "caption": cap}],
                         ours=f"critical tokens' attention after / before: {_fmt(*crit)} (paper: about x10)",
                         agrees=verdict, claims=judged.claims, note=note)
@@ -255,7 +257,8 @@ def cd_fig5(records: Sequence[Mapping], types_of: Sequence[Sequence[str]], p: Pr
                                          "0 (uncorrelated)": 0.0}, lambda a, b: r_se, order)
     cap = (f"CD-Fig5: per context token, IG (Eq. 1, mean over heads and layers) against the L2 norm of the loss "
            f"gradient at its input embedding; {len(records)} samples. Pearson r over all tokens and within each "
-           f"type. Scale: {scale_note(p)}.")
+           f"type. Scale: {model_note(p)}; {len(records)} fresh prompts of {p.cdt.task} at the base window "
+           f"({p.base.window} tokens).")
     se_text = "n/a" if r_se is None else f"{r_se:.3f}"
     return ({"ig": ig, "grad": gr, "types": lab},
             Report("CD-Fig5", [{"name": "CD-Fig5", "rows": rows, "columns": list(rows[0]), "caption": cap}],
@@ -355,7 +358,8 @@ def cd_fig7(records: Sequence[Mapping], p: Profile, evaluator: str) -> tuple[dic
     cap = (f"CD-Fig7: critical-token detection on the multi-hop task: the share of each type among the top "
            f"{p.cdt.top_k} context tokens by attention (summed over the answer rows, heads and layers), by the "
            f"embedding-gradient L2 norm (CDT's detector), and by LongPPL's short-vs-long log-probability gap; "
-           f"mean ± SE over {len(records)} samples. Scale: {scale_note(p)}.")
+           f"mean ± SE over {len(records)} samples. Scale: {model_note(p)}; {len(records)} fresh prompts of "
+           f"{p.cdt.task} at the base window ({p.base.window} tokens).")
     ours = "; ".join(f"{d}: critical {crit[d][0]:.2f}, irrelevant {irr[d][0]:.2f}" for d in data)
     return data, Report("CD-Fig7", [{"name": "CD-Fig7", "rows": rows, "columns": list(rows[0]), "caption": cap}],
                         ours=ours, agrees=verdict, claims=judged.claims, note=note)

@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from repro.profiles import Profile
-from repro.reports.common import Report, model_note, scale_note
+from repro.reports.common import Report, model_note
 from repro.reports.cdt_analysis import SE, _fmt, exact_se, headline, paired_se, seed_note, seed_widened
 from repro.stats import mean_se
 
@@ -100,7 +100,8 @@ def cd_fig10(curve: Mapping[str, Mapping[int, Mapping]], p: Profile) -> tuple[di
     cap = (f"CD-Fig10: the EM view along training. The base fine-tuned on the multi-hop task ({p.cdt.task}, "
            f"{p.cdt.task_steps} steps) with CE and with CDT (beta {p.cdt.beta:g}), checkpoints every "
            f"{p.cdt.task_curve_every} steps: accuracy on {p.cdt.analysis_samples} fresh prompts (binomial SE) and the "
-           f"IG / attention shares of critical tokens (mean ± SE). Scale: {scale_note(p)}.")
+           f"IG / attention shares of critical tokens (mean ± SE), on prompts at the base window "
+           f"({p.base.window} tokens). Scale: {model_note(p)}.")
     ours_text = "; ".join(f"{o}: accuracy {last[o]['accuracy']:.2f}, IG critical {last[o]['ig_critical'][0]:.3f}"
                           for o in last)
     return data, Report("CD-Fig10", [{"name": "CD-Fig10", "rows": rows, "columns": list(rows[0]), "caption": cap}],
@@ -163,7 +164,9 @@ def cd_mem(rows: Sequence[Mapping], p: Profile) -> Report:
     cap = (f"CD-Mem: one IG scoring (forward + backward, answer of 8 tokens) of the tiny model per length, each in a "
            f"fresh process capped at {p.cdt.mem_cap_gib:g} GiB: peak resident memory and seconds, naive (eager "
            f"attention, output_attentions + retain_grad: Eq. 1 as written) vs ours (answer rows only). The paper "
-           f"stopped at 12K tokens on 8 x 92 GB for an 8B model. Scale: {scale_note(p)}.")
+           f"stopped at 12K tokens on 8 x 92 GB for an 8B model. Scale: {model_note(p)}: the base model "
+           f"scored on one random token sequence per length, lengths doubling from {min(p.cdt.mem_lengths)} to "
+           f"{max(p.cdt.mem_lengths)}.")
     cols = list(rows[0]) if rows else []
     return Report("CD-Mem", [{"name": "CD-Mem", "rows": list(rows), "columns": cols, "caption": cap}],
                   ours=f"ours up to {ours_max} tokens, naive up to {naive_max}", agrees=verdict,
@@ -198,7 +201,7 @@ def cd_fig14(maps: Mapping[str, Mapping], p: Profile, before: str = "rp_standard
            f"{first.get('length', p.extend.target_window)}-token multi-hop prompts, mean over heads and "
            f"{first.get('samples', p.cdt.map_samples)} prompts): the share of the last chunk's attention (the "
            f"question) on chunks holding supporting or interference facts, before ({before}: CE) and after CDT "
-           f"({after}), per layer; paired over the same prompts. Scale: {scale_note(p)}.")
+           f"({after}), per layer; paired over the same prompts. Scale: {model_note(p)}.")
     gap = None if ours["after CDT"] is None or ours["before CDT (CE)"] is None else \
         ours["after CDT"] - ours["before CDT (CE)"]
     s_ = se("after CDT", "before CDT (CE)")

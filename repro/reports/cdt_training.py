@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 from repro.claims.cdt import PAPER_COST_ARM, PAPER_COST_RATIO
 from repro.profiles import Profile
 from repro.reports.cdt_analysis import headline
-from repro.reports.common import Report, scale_note
+from repro.reports.common import Report, model_note
 
 GOAL_RATIO = 1.7
 """The goal: a CDT step costs at most this many CE steps."""
@@ -83,7 +83,7 @@ def cd_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
            f"forward (for CDT: the noise mask, Eq. 3 and the CE forward on the denoised embeddings), the backward "
            f"and the optimizer step. FLOP bound and measured / bound as in the proxy table. 'training run': the "
            f"trained arms' own median step time (cdt against rp_standard, the same rows and settings; each trained "
-           f"alone). Scale: {scale_note(p)}.")
+           f"alone). Scale: {model_note(p)}.")
     tables = [{"name": "CD-Cost", "rows": rows, "columns": list(rows[0]) if rows else ["arm"], "caption": cap}]
     if proxies:
         tables.append(proxy_table("CD-Cost-proxies", proxies, "ce", "ratio to CE", PART_COLUMNS))

@@ -305,3 +305,38 @@ def test_taskb_headline_counts_cells_breaking_the_rules():
     assert cda.cd_taskb([_cell(2, 2, 5, 1), _cell(3, 3, 5, 1)], P).agrees == "partly"  # 5 > 2 x 2 only
     # exact counts cannot tie: a census has no noise (a gap of 0 holds, any other is significant)
     assert cda.cd_taskb([{"hops": 4, "length": 64, "prompts": 0, "status": "too short"}], P).agrees == "n/a"
+
+
+
+def test_captions_other_than_cd_tab2_say_what_their_own_figures_rest_on():
+    # the suite's grid (samples x depths per cell) is what CD-Tab2 rests on; each analysis rests on its own prompts
+    from repro.reports.common import model_note
+
+    up = (1.0, 2.0, 3.0, 4.0)
+    jitter = (0.0, 0.02, -0.02, 0.01)
+    fig7 = [{"detect_attention": _detect(0.3 + j, 0.6), "detect_gradient": _detect(0.8 + j, 0.1 + j),
+             "detect_longppl": _detect(0.4, 0.3 + j)} for j in jitter]
+    before, after = [[0.1, 0.2], [0.1, 0.2], [0.12, 0.2]], [[0.3, 0.2], [0.31, 0.2], [0.29, 0.2]]
+    mem = [{"method": m, "length": n, "status": "ok", "peak_mib": 1, "seconds": 1}
+           for m in ("ours", "naive") for n in (1024, 2048)]
+    reps = {
+        "CD-TaskB": cda.cd_taskb([_cell(2, 2, 4, 1)], P),
+        "CD-Fig4": cda.cd_fig4(_manual((0.02, 0.021, 0.019), (0.005, 0.0051, 0.0049)), P, step=10.0)[1],
+        "CD-Fig5": cda.cd_fig5(*_corr_records([(up, up), (up, up)]), P)[1],
+        "CD-Fig7": cda.cd_fig7(fig7, P, evaluator="x")[1],
+        "CD-Fig10": cde.cd_fig10(_curve({"ce": (0.5, 0.6), "cdt": (0.5, 0.7)}, {"ce": (0.5, 0.6), "cdt": (0.5, 0.7)}),
+                                 P)[1],
+        "CD-Fig14": cde.cd_fig14(_maps(before, after), P),
+        "CD-Mem": cde.cd_mem(mem, P),
+    }
+    for target, rep in reps.items():
+        cap = rep.tables[0]["caption"]
+        assert "depths per cell" not in cap and "synthetic tasks," not in cap, (target, cap)
+        assert model_note(P) in cap, (target, cap)
+    for target, n in (("CD-Fig4", 3), ("CD-Fig5", 2), ("CD-Fig7", 4)):
+        assert f"{n} fresh prompts of {P.cdt.task} at the base window ({P.base.window} tokens)" in \
+            reps[target].tables[0]["caption"], target
+    assert f"prompts at the base window ({P.base.window} tokens)" in reps["CD-Fig10"].tables[0]["caption"]
+    assert f"{P.cdt.map_samples} prompts" in reps["CD-Fig14"].tables[0]["caption"]
+    assert "one random token sequence per length" in reps["CD-Mem"].tables[0]["caption"]
+    assert "every listed prompt is counted" in reps["CD-TaskB"].tables[0]["caption"]
