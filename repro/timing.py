@@ -1,11 +1,12 @@
-"""Timing: round-robin timing of several arms in one process (A B C A B C ...), so that a noisy machine slows every
-arm alike; the step benchmarks (LR-Cost, RP-Cost, CD-Cost, PL-Tab15) compare arms by ratios within one such run.
+"""Timing: round-robin timing of several arms in one process (A B C A B C ...), so that a noisy machine slows every arm
+alike; the step benchmarks (LR-Cost, RP-Cost, CD-Cost, PL-Tab15) compare arms by ratios within one such run.
 
 On a CPU a step also depends on the step before it: right after a bigger arm's step (another graph's memory just
 freed, the allocator's heap left in that arm's shape) a cheap arm's step ran slower than in a run of its own steps
-(the tiny model's Standard step, 2 threads: 0.72 s after skip + LongCE's step against 0.65 s trained alone; 1 thread:
-1.32 s of CPU against 1.17 s alone), which penalises the cheap arms' ratios. ``settle`` untimed steps of the same arm right before each timed one make every timed step follow a step of
-its own arm, as in training, while the rounds stay paired."""
+(the tiny model's Standard step, 2 threads: 0.72 s after skip + LongCE's step against 0.65 s trained alone; 1
+thread: 1.32 s of CPU against 1.17 s alone), which penalises the cheap arms' ratios. ``settle`` untimed steps of the
+same arm right before each timed one make every timed step follow a step of its own arm, as in training, while the
+rounds stay paired."""
 
 from __future__ import annotations
 
