@@ -3,7 +3,9 @@
 LongRecipe claims ~30% of the tokens of full-length training (FLT) and >85% less
 compute. :func:`measure_step_costs` times optimizer steps of every arm in the
 same process, interleaved round-robin (A B C A B C ...) so that machine noise
-hits every arm alike; :func:`repro.reports.longrecipe.cost_rows` turns the
+hits every arm alike, each timed step right after an untimed one of its own arm
+(a step that follows another arm's runs slower on a CPU);
+:func:`repro.reports.longrecipe.cost_rows` turns the
 numbers into ratios to FLT. FLOPs are estimated analytically
 (:func:`repro.reports.longrecipe.step_flops`).
 """
@@ -21,11 +23,13 @@ import torch
 
 
 def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs", steps: int = 8,
-                       warmup: int = 2, progress: bool = True) -> dict[str, dict]:
+                       warmup: int = 2, progress: bool = True, settle: int = 1) -> dict[str, dict]:
     """Seconds, sample tokens and estimated FLOPs per optimizer step of each arm, from the base model.
 
     Each arm trains its own copy of the base model with its own data for ``warmup + steps``
-    steps; the steps of all arms are interleaved. Compute (forward, backward, optimizer) and
+    steps; the steps of all arms are interleaved, each timed step right after ``settle`` untimed ones of its own arm
+    on the same batch (:func:`repro.timing.interleaved_rounds`: on a CPU a step that follows another arm's, with
+    other sample lengths, runs slower). Compute (forward, backward, optimizer) and
     data are timed apart: each arm's batches are prepared before training (as the extension stage
     does; LongRecipe's sentence selection is offline preprocessing in the paper), so the data time
     of a step is the read of its prepared batch. Returns ``{arm: {"seconds_per_step" (median
@@ -41,8 +45,9 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
     from repro.train import clm_step
 
     p = get_profile(profile) if isinstance(profile, str) else profile
-    if steps < 1 or warmup < 0:
-        raise ValueError(f"steps={steps}, warmup={warmup}; allowed: steps >= 1, warmup >= 0")
+    if steps < 1 or warmup < 0 or settle < 0:
+        raise ValueError(f"steps={steps}, warmup={warmup}, settle={settle}; allowed: steps >= 1, warmup >= 0, "
+                         "settle >= 0")
     e = p.extend
     base = load_model(stages.train_base(p, run_dir, progress=progress), attn_implementation=p.model.attn_implementation)
     tok = stages.get_tokenizer(p, run_dir)
@@ -70,7 +75,6 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
         setups[arm] = (PreparedBatches(path, inner=m), model, opt)
     def step(arm: str, r: int) -> tuple[float, float, int]:
         m, model, opt = setups[arm]
-        before = m.state_dict()["tokens"] if r else 0
         t0 = time.perf_counter()
         batch = {k: torch.as_tensor(v) for k, v in m.batch(r).items()}
         t1 = time.perf_counter()
@@ -78,9 +82,10 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        return time.perf_counter() - t1, t1 - t0, m.state_dict()["tokens"] - before
+        # the sample tokens of batch r from the prepared states (the same however often round r's step runs)
+        return time.perf_counter() - t1, t1 - t0, m.states[r]["tokens"] - (m.states[r - 1]["tokens"] if r else 0)
 
-    kept = interleaved_rounds(arms, steps, warmup, step, "cost", progress)
+    kept = interleaved_rounds(arms, steps, warmup, step, "cost", progress, settle)
     times = {a: [k[0] for k in kept[a]] for a in arms}
     data = {a: [k[1] for k in kept[a]] for a in arms}
     tokens = {a: [k[2] for k in kept[a]] for a in arms}

@@ -1,23 +1,45 @@
-"""Timing: round-robin timing of several arms in one process (A B C A B C ...), so that a noisy machine slows every
-arm alike; the step benchmarks (LR-Cost, RP-Cost, CD-Cost, PL-Tab15) compare arms by ratios within one such run."""
+"""Timing: round-robin timing of several arms in one process (A B C A B C ...), so that a noisy machine slows every arm
+alike; the step benchmarks (LR-Cost, RP-Cost, CD-Cost, PL-Tab15) compare arms by ratios within one such run.
+
+On a CPU a step also depends on the step before it: right after a bigger arm's step (another graph's memory just
+freed, the allocator's heap left in that arm's shape) a cheap arm's step ran slower than in a run of its own steps
+(the tiny model's Standard step, 2 threads: 0.72 s after skip + LongCE's step against 0.65 s trained alone; 1
+thread: 1.32 s of CPU against 1.17 s alone), which penalises the cheap arms' ratios. ``settle`` untimed steps of the
+same arm right before each timed one make every timed step follow a step of its own arm, as in training, while the
+rounds stay paired."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any, Callable, Sequence
 
 
 def interleaved_rounds(arms: Sequence[str], rounds: int, warmup: int, step: Callable[[str, int], Any],
-                       desc: str = "steps", progress: bool = True) -> dict[str, list]:
+                       desc: str = "steps", progress: bool = True, settle: int = 0) -> dict[str, list]:
     """Call ``step(arm, round)`` for every arm in every round (``warmup`` untimed rounds first, then ``rounds``);
-    returns, per arm, what ``step`` returned in the ``rounds`` kept rounds (e.g. its seconds)."""
+    returns, per arm, what ``step`` returned in the ``rounds`` kept rounds (e.g. its seconds).
+
+    ``settle``: in each kept round, ``step(arm, round)`` is called ``settle`` more times right before the kept call
+    and what they return is dropped (A A B B C C with ``settle=1``), so that every kept step follows a step of its
+    own arm rather than another arm's; ``step`` must then allow more than one call with the same round (e.g. time
+    and count inside the call, not append to a list by round). Before every call, cyclic garbage is collected
+    (:func:`gc.collect`), so that no graph of an earlier step is freed by the collector inside a timed one."""
     from tqdm.auto import tqdm
 
+    if rounds < 0 or warmup < 0 or settle < 0:
+        raise ValueError(f"rounds={rounds}, warmup={warmup}, settle={settle}; allowed: each >= 0")
     out: dict[str, list] = {a: [] for a in arms}
-    with tqdm(total=(warmup + rounds) * len(arms), desc=desc, disable=not progress) as bar:
+    with tqdm(total=(warmup + rounds * (1 + settle)) * len(arms), desc=desc, disable=not progress) as bar:
         for r in range(warmup + rounds):
+            kept = r >= warmup
             for arm in arms:
+                for _ in range(settle if kept else 0):
+                    gc.collect()
+                    step(arm, r)
+                    bar.update(1)
+                gc.collect()
                 value = step(arm, r)
-                if r >= warmup:
+                if kept:
                     out[arm].append(value)
                 bar.update(1)
     return out

@@ -12,10 +12,11 @@ Arms (:data:`CD_COST_ARMS`):
   gradient (:func:`full_backward_gradients`: the same ``dL/dE``, the weight gradients thrown away), then the
   forward and full backward on the denoised embeddings: three forwards and three full backwards.
 
-Every arm runs forward, backward and an AdamW step on its own copy of the model, all on the same batch in a
-round, in interleaved rounds (A B C A B C ...) so that the machine's noise hits every arm alike; the table reports
-medians and ratios to ``ce`` within the run. A clock between the parts (the GPU synchronized at each lap) splits
-each step into the detection forward, the detection backward, the forward (for CDT: the embedding lookup, the
+Every arm runs forward, backward and an AdamW step on its own copy of the model, all on the same batch in a round,
+in interleaved rounds (A B C A B C ...) so that the machine's noise hits every arm alike, each timed step right
+after an untimed one of its own arm (``settle``: on a CPU a step that follows a bigger arm's runs slower); the table
+reports medians and ratios to ``ce`` within the run. A clock between the parts (the GPU synchronized at each lap)
+splits each step into the detection forward, the detection backward, the forward (for CDT: the embedding lookup, the
 noise mask, Eq. 3 and the CE forward on ``E'``), the backward and the optimizer step.
 
 Expected (a backward costs about two forwards, an activation-only backward about one): CDT ~ (3 + 1 + 1) / 3 =
@@ -129,28 +130,30 @@ def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
                           batch_size: int = 8, length: int = 1024, steps: int = 6, warmup: int = 1,
                           bf16: bool = False, threshold: str = "document", pad_id: int | None = None,
                           chunk: int = 2048, threads: int | None = None, arms: Sequence[str] | None = None,
-                          seed: int = 0, progress: bool = True) -> dict[str, dict]:
+                          seed: int = 0, progress: bool = True, settle: int = 1) -> dict[str, dict]:
     """Seconds per optimizer step of each arm (``arms``, default every arm of :data:`CD_COST_ARMS`; ``ce`` is
     required) on copies of ``model``, CDT at learning rate ``lr`` (Eq. 3's, and AdamW's) and strength ``beta``.
 
     ``batches``: the rows (dicts of ``input_ids``, ``weights``, optional ``position_ids``, ``doc_ids``,
     ``answer_group``), used in turn, every arm on the same batch in a round; default: random token ids of
     ``batch_size`` x ``length`` (the time does not depend on the values). ``threads``: torch's CPU threads during
-    the run (restored after). Returns ``{arm: {"seconds": [...], "seconds_per_step": median, "ratio" (to ce, paired
-    within rounds), "parts": {part: median seconds}, "flops", "bound", "vs_bound" (as
-    :func:`repro.bench.step_timing.summarize`: FLOPs of :func:`repro.bench.method_flops.cdt_flops`),
-    "batch": [B, T], "tokens_per_step": B * T, "lr", "beta", "bf16", "threads"}}``, timed in ``steps`` interleaved
-    rounds after ``warmup`` untimed ones. The parts' medians need not add up to the step's median.
+    the run (restored after). ``settle``: untimed steps of each arm right before its timed one in every timed round
+    (:func:`repro.timing.interleaved_rounds`), so that a timed step follows a step of its own arm. Returns ``{arm:
+    {"seconds": [...], "seconds_per_step": median, "ratio" (to ce, paired within rounds), "parts": {part: median
+    seconds}, "flops", "bound", "vs_bound" (as :func:`repro.bench.step_timing.summarize`: FLOPs of
+    :func:`repro.bench.method_flops.cdt_flops`), "batch": [B, T], "tokens_per_step": B * T, "lr", "beta", "bf16",
+    "threads"}}``, timed in ``steps`` interleaved rounds after ``warmup`` untimed ones. The parts' medians need not
+    add up to the step's median.
     """
     from repro.bench.method_flops import Dims, cdt_flops, rows_flops
     from repro.methods.cdt import CDTSpec, cdt_loss
     from repro.timing import interleaved_rounds
     from repro.train import clm_step
 
-    if steps < 1 or warmup < 0 or batch_size < 1 or length < 2 or (threads is not None and threads < 1):
+    if steps < 1 or warmup < 0 or batch_size < 1 or length < 2 or (threads is not None and threads < 1) or settle < 0:
         raise ValueError(f"steps={steps}, warmup={warmup}, batch_size={batch_size}, length={length}, "
-                         f"threads={threads}; allowed: steps >= 1, warmup >= 0, batch_size >= 1, length >= 2, "
-                         "threads >= 1 or None")
+                         f"threads={threads}, settle={settle}; allowed: steps >= 1, warmup >= 0, batch_size >= 1, "
+                         "length >= 2, threads >= 1 or None, settle >= 0")
     if not (math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr={lr!r}; allowed: a finite value > 0 (at 0 CDT skips its detection)")
     if beta <= 0:
@@ -198,7 +201,7 @@ def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        times = interleaved_rounds(arms, steps, warmup, step, "CD-Cost steps", progress)
+        times = interleaved_rounds(arms, steps, warmup, step, "CD-Cost steps", progress, settle)
     finally:
         torch.set_num_threads(previous)
     B, T = rows[0]["input_ids"].shape

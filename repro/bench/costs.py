@@ -47,7 +47,8 @@ def costs_main(profile: str = "tiny", figures_dir: str = "figures/costs", quick:
     rec.table(rows, "TB-TimedArms", caption=(
         f"The timed arms trained alone by the trainer ({res['steps']} steps from an untrained {profile} base on "
         f"their own prepared rows, median after {res['skip']}; {res['threads'] or 'default'} thread(s)) against "
-        f"RP-Cost's and CD-Cost's interleaved benchmark on the same rows at the same threads ({bench_steps} rounds); "
+        f"RP-Cost's and CD-Cost's interleaved benchmark on the same rows at the same threads ({bench_steps} rounds, "
+        f"each timed step right after an untimed one of its own arm); "
         f"ratios to rp_standard (trained) and to Standard / ce (benchmark). Goal: within {GOAL}x. "
         f"{t1 - t0:.0f} s."))
     met = sum(r[f"within {GOAL}x"] == "yes" for r in rows)

@@ -17,12 +17,14 @@ A step is :func:`repro.train.clm_step` (the trainer's forward and chunked loss) 
 model per arm; no optimizer step, so the arms keep the same weights and the document-masked arms' losses must
 agree (``loss``). Each round also times every arm's forward pass alone (``torch.no_grad``), so an arm that cannot
 train on the device is still compared, forward against forward. Arms run in interleaved rounds
-(:func:`repro.timing.interleaved_rounds`), so the machine's noise hits them alike; ratios are tokens/s against
+(:func:`repro.timing.interleaved_rounds`), so the machine's noise hits them alike, each timed step right after an
+untimed one of its own arm (``settle``); ratios are tokens/s against
 ``full`` within the run. Run it with ``python -m repro.bench.doc_attention`` (``--device``, ``--dtype``,
 ``--arms``).
 
 Measured (tiny profile: 3 layers, width 128, 4 heads; 8192 tokens a step, documents of 50-400 tokens, one
-thread, 5 rounds, a shared 2-core CPU), training step / forward alone, as a fraction of ``full``'s tokens/s:
+thread, 5 rounds, a shared 2-core CPU; before ``settle``), training step / forward alone, as a fraction of
+``full``'s tokens/s:
 
 | rows | documents a row | ``doc_dense`` | ``doc_varlen`` | ``doc_flex`` |
 |---|---:|---|---|---|
@@ -78,6 +80,9 @@ class DocAttentionConfig:
     arms: tuple[str, ...] | None = None
     """Arms of :data:`DOC_ATTENTION_ARMS` to run (``full`` among them); None: :func:`available_arms` on the model's
     device."""
+    settle: int = 1
+    """Untimed steps of each arm right before its timed one in every timed round
+    (:func:`repro.timing.interleaved_rounds`): on a CPU a forward right after another arm's step ran 4-10% slower."""
 
 
 def packed_rows(length: int, rows: int, doc_lengths: tuple[int, int], vocab: int,
@@ -115,7 +120,8 @@ def measure_doc_attention(model: torch.nn.Module, cfg: DocAttentionConfig = DocA
     rng = np.random.default_rng(cfg.seed)
     return {length: measure_rows(model, packed_rows(length, max(cfg.tokens_per_step // length, 1), cfg.doc_lengths,
                                                     vocab, rng),
-                                 cfg.steps, cfg.warmup, cfg.threads, progress, f"PL-Tab15 T={length}", cfg.arms)
+                                 cfg.steps, cfg.warmup, cfg.threads, progress, f"PL-Tab15 T={length}", cfg.arms,
+                                 cfg.settle)
             for length in cfg.lengths}
 
 
@@ -132,13 +138,14 @@ def available_arms(device: str | torch.device = "cpu") -> tuple[str, ...]:
 
 def measure_rows(model: torch.nn.Module, packed: dict[str, torch.Tensor], steps: int = 5, warmup: int = 1,
                  threads: int | None = 1, progress: bool = True, desc: str = "PL-Tab15",
-                 arms: tuple[str, ...] | None = None) -> dict[str, dict]:
+                 arms: tuple[str, ...] | None = None, settle: int = 1) -> dict[str, dict]:
     """The arms (``arms``, default :func:`available_arms` on the model's device) on one batch of packed rows
     (``input_ids``, ``position_ids`` restarting per document, ``doc_ids``, ``weights``), interleaved over
-    ``warmup + steps`` rounds. Each round times, per arm, a forward pass alone (``torch.no_grad``) and a training
-    step (forward + backward). Per arm: ``{"seconds", "seconds_per_step", "tokens_per_s", "ratio" (over full's),
-    "loss"}`` of the training step (None where the arm cannot train on this device, ``"trains": False`` and
-    ``"refused"``: the error's first line), ``{"forward_seconds", "forward_seconds_per_step",
+    ``warmup + steps`` rounds, each timed step right after ``settle`` untimed ones of its arm
+    (:func:`repro.timing.interleaved_rounds`). Each round times, per arm, a forward pass alone (``torch.no_grad``)
+    and a training step (forward + backward). Per arm: ``{"seconds", "seconds_per_step", "tokens_per_s", "ratio"
+    (over full's), "loss"}`` of the training step (None where the arm cannot train on this device, ``"trains":
+    False`` and ``"refused"``: the error's first line), ``{"forward_seconds", "forward_seconds_per_step",
     "forward_tokens_per_s", "forward_ratio", "forward_loss"}`` of the forward alone, ``"batch"`` and
     ``"docs_per_row"``."""
     from repro.attention.doc_masked import check_attn_implementation
@@ -183,7 +190,7 @@ def measure_rows(model: torch.nn.Module, packed: dict[str, torch.Tensor], steps:
             _sync(device)
             return fwd, float(fwd_loss), time.perf_counter() - t, float(loss.detach())
 
-        times = interleaved_rounds(list(arms), steps, warmup, step, desc, progress)
+        times = interleaved_rounds(list(arms), steps, warmup, step, desc, progress, settle)
     finally:
         torch.set_num_threads(previous)
     B, T = packed["input_ids"].shape

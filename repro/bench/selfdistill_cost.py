@@ -4,8 +4,9 @@ Arms (:data:`COST_ARMS`): Standard (CLM on the standard view), skip with the pre
 with two full passes (naive), cyclic (no prefix to share: two full passes), LongCE and skip + LongCE. Every
 arm runs forward, backward and an AdamW step on its own copy of the same model, on batches of the same shape
 (random token ids: the time does not depend on the values; each arm draws its own views), in interleaved
-rounds (A B C ... A B C ...) so that the machine's noise hits every arm alike; the table reports medians and
-ratios to Standard within the run. The paper reports ~1.6x for its method (§3.7); two full passes cost ~2x;
+rounds (A B C ... A B C ...) so that the machine's noise hits every arm alike, each timed step right after an
+untimed one of its own arm (``settle``: on a CPU a step that follows a bigger arm's runs slower); the table reports
+medians and ratios to Standard within the run. The paper reports ~1.6x for its method (§3.7); two full passes cost ~2x;
 the shared skip pass is expected at ~1.5x with ``s`` uniform, plus the KL's head cost, which a model with a
 large vocabulary relative to its width (the tiny one) pays more than an 8B model does. Each step's FLOPs are
 counted from the model's shape and that step's views (:mod:`repro.bench.method_flops`): the ``bound`` a ratio
@@ -77,28 +78,31 @@ def _batch(rows: dict[str, np.ndarray], fields: dict, spec, pad_id: int | None, 
 def measure_rp_step_costs(model: torch.nn.Module, batch_size: int, length: int, steps: int = 6, warmup: int = 1,
                           bf16: bool = False, longce=None, arms: dict[str, dict] | None = None, seed: int = 0,
                           progress: bool = True, batches=None, pad_id: int | None = None,
-                          threads: int | None = None) -> dict[str, dict]:
+                          threads: int | None = None, settle: int = 1) -> dict[str, dict]:
     """Seconds per optimizer step of each arm (``arms``, default :data:`COST_ARMS`) on copies of ``model``.
 
     ``batches``: rows to time on (dicts of ``input_ids``, ``position_ids``, ``weights``, optional ``doc_ids``, e.g.
     an arm's prepared batches), used in turn, each arm drawing its own view of them; default: random token ids of
     ``batch_size`` x ``length``. ``pad_id``: tokens left out of the KL. ``longce``: the
     :class:`repro.methods.longce.LongCEConfig` of the LongCE arms (they are skipped without it). ``threads``:
-    torch's CPU threads during the run (restored after).
+    torch's CPU threads during the run (restored after). ``settle``: untimed steps of each arm right before its
+    timed one in every timed round (:func:`repro.timing.interleaved_rounds`), so that a timed step follows a step
+    of its own arm, as in training, not a bigger arm's (which slows a cheap arm on a CPU).
 
     Returns ``{arm: {"seconds": [...], "seconds_per_step": median, "ratio", "flops": [...], "bound", "vs_bound",
     "parts": {part: median seconds} (:data:`PARTS`), "tokens_per_step": ...}}``, timed in ``steps`` interleaved
-    rounds after ``warmup`` untimed ones (:func:`repro.bench.step_timing.summarize`: ratios paired within rounds).
+    rounds after ``warmup`` untimed ones (:func:`repro.bench.step_timing.summarize`: ratios paired within rounds;
+    each timed step after ``settle`` untimed ones of its arm, on the round's rows and its own draw of the views).
     FLOPs are counted per step from the model's shape and the step's own views (:mod:`repro.bench.method_flops`).
     """
     from repro.bench.method_flops import Dims, rows_flops, selfdistill_flops
     from repro.methods.selfdistill import SelfDistillSpec, selfdistill_loss
     from repro.timing import interleaved_rounds
 
-    if steps < 1 or warmup < 0 or batch_size < 1 or length < 2 or (threads is not None and threads < 1):
+    if steps < 1 or warmup < 0 or batch_size < 1 or length < 2 or (threads is not None and threads < 1) or settle < 0:
         raise ValueError(f"steps={steps}, warmup={warmup}, batch_size={batch_size}, length={length}, "
-                         f"threads={threads}; allowed: steps >= 1, warmup >= 0, batch_size >= 1, length >= 2, "
-                         "threads >= 1 or None")
+                         f"threads={threads}, settle={settle}; allowed: steps >= 1, warmup >= 0, batch_size >= 1, "
+                         "length >= 2, threads >= 1 or None, settle >= 0")
     if batches is not None and not len(batches):
         raise ValueError("batches is empty; allowed: at least one batch, or None for random rows")
     arms = {k: v for k, v in (arms or COST_ARMS).items() if longce is not None or not v.get("longce")}
@@ -139,7 +143,7 @@ def measure_rp_step_costs(model: torch.nn.Module, batch_size: int, length: int, 
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        times = interleaved_rounds(list(setups), steps, warmup, step, "RP-Cost steps", progress)
+        times = interleaved_rounds(list(setups), steps, warmup, step, "RP-Cost steps", progress, settle)
     finally:
         torch.set_num_threads(previous)
     return summarize(times, "Standard", PARTS, {"tokens_per_step": int(rows[0]["input_ids"].size), "threads": threads})
