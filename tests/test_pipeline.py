@@ -23,8 +23,20 @@ PL_TARGETS = ("PL-Tab3", "PL-Fig1", "PL-Fig3", "PL-Tab7", "PL-Tab15", "PL-Tab18"
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
+def selfdistill_run(tmp_path_factory):
+    """``--paper selfdistill`` from an empty run folder: the stage folders it wrote (before anything else ran in that
+    folder), the ids it indexed and its status. The full smoke run below reuses the folder, so the stages both need
+    are trained once."""
     root = tmp_path_factory.mktemp("smoke")
+    status = reproduce("smoke", run_dir=root / "runs", figures_dir=root / "figures-selfdistill", log=lambda *_: None,
+                       paper="selfdistill")
+    stage_dirs = {p.name.rsplit("-", 1)[0] for p in (root / "runs" / "smoke").iterdir()}
+    return root, status, stage_dirs, _index_ids(root / "figures-selfdistill")
+
+
+@pytest.fixture(scope="module")
+def smoke_run(selfdistill_run):
+    root = selfdistill_run[0]
     t0 = time.perf_counter()
     status = reproduce("smoke", run_dir=root / "runs", figures_dir=root / "figures", log=lambda *_: None)
     return root, status, time.perf_counter() - t0
@@ -71,9 +83,12 @@ def test_second_run_is_cached_and_fast(smoke_run):
 @pytest.mark.notebooks
 def test_only_runs_one_notebook_and_force_recomputes(smoke_run):
     root, _, _ = smoke_run
-    status = reproduce("smoke", only="evaluation", force=True, run_dir=root / "runs",
+    distances = sorted((root / "runs" / "smoke" / "eval").glob("attn-*.json"))  # the notebook's cached records
+    before = {p: p.stat().st_mtime_ns for p in distances}
+    status = reproduce("smoke", only="attention_distance", force=True, run_dir=root / "runs",
                        figures_dir=root / "figures", log=lambda *_: None)
-    assert status == {"evaluation": {"status": "ran", "seconds": status["evaluation"]["seconds"]}}
+    assert status == {"attention_distance": {"status": "ran", "seconds": status["attention_distance"]["seconds"]}}
+    assert before and all(p.stat().st_mtime_ns != t for p, t in before.items())  # its cached stages ran again
 
 
 def test_only_unknown_notebook_is_an_error(tmp_path):
@@ -157,17 +172,14 @@ def test_paper_longrecipe_writes_only_its_targets(smoke_run, tmp_path):
 
 
 @pytest.mark.notebooks
-def test_paper_selfdistill_trains_only_the_shared_testbed(tmp_path):
-    status = reproduce("smoke", run_dir=tmp_path / "runs", figures_dir=tmp_path / "figures", log=lambda *_: None,
-                       paper="selfdistill")
+def test_paper_selfdistill_trains_only_the_shared_testbed(selfdistill_run):
+    _, status, stage_dirs, ids = selfdistill_run
     assert list(status) == ["training", "evaluation", "attention_distance"]
-    stage_dirs = {p.name.rsplit("-", 1)[0] for p in (tmp_path / "runs" / "smoke").iterdir()}
     # no LongRecipe arm, replay or analysis (data-flt: the FLT batches prepared before its training); FLT's
     # training-seed replicate (smoke: extend.replicate_arms = flt, 2 seeds); every self-distillation arm
     rp = [a for a in extension_arms("smoke", "selfdistill") if a.startswith("rp_")]
     assert "rp_skip@seed1" in rp and "rp_nope" in rp
     assert stage_dirs == {"corpus", "base", "data-flt", "extend-flt", "data-flt@seed1", "extend-flt@seed1", "eval",
                           "notebooks", *(f"{k}-{a}" for a in rp for k in ("data", "extend"))}
-    ids = _index_ids(tmp_path / "figures")
     assert {"TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "RP-Tab1/2", "RP-Fig1a", "RP-Tab14", "RP-Tab15", "RP-Fig2"} <= ids
     assert all(i.startswith(("RP-", "TB-")) for i in ids), ids

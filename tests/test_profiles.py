@@ -97,6 +97,8 @@ def test_bad_values_name_the_field_and_range():
         tiny.override(base={"threads": -1})
     with pytest.raises(ValueError, match=r"extend.data_workers=0; allowed: >= 1"):
         tiny.override(extend={"data_workers": 0})
+    with pytest.raises(ValueError, match=r"longrecipe.cost_steps=0; allowed: >= 1"):
+        tiny.override(longrecipe={"cost_steps": 0})
     with pytest.raises(ValueError, match=r"extend.workers=0; allowed: >= 1"):
         tiny.override(extend={"workers": 0})
     with pytest.raises(ValueError, match=r"eval.base_depths=\(\), eval.base_samples=20; allowed"):

@@ -43,5 +43,8 @@ class LongRecipeConfig:
     short_lm_windows: int = 64
     """Windows of the base window whose LM loss stands in for general abilities (held-out stdlib test
     modules; corpus windows when Python ships without its tests)."""
+    cost_steps: int = 8
+    """LR-Cost: timed optimizer steps per arm (interleaved rounds, after 2 warm-up steps) of the step-cost
+    benchmark."""
     general_benchmarks: tuple[str, ...] = ()
     """lm-evaluation-harness tasks for general abilities (paper: mmlu, gsm8k, humaneval; empty: stand-ins)."""

@@ -31,7 +31,7 @@ SMOKE = Profile(
     longrecipe=LongRecipeConfig(sample_ratio=0.5, ratios=(0.5,), analysis_texts=3, analysis_source="code",
                                 anchor_min_count=1,
                                 pos_bins=4, replay_methods=("longrecipe",), eval_samples=1, yarn_samples=1,
-                                short_lm_windows=4),
+                                short_lm_windows=4, cost_steps=1),
     selfdistill=SelfDistillConfig(rope_theta=40_000.0, bf16=False, replicate_arms=("rp_skip",), ablation_steps=2,
                                   ablation_arms=("rp_standard_early", "rp_skip_early", "rp_clm", "rp_dropout",
                                                  "rp_attn_noise", "rp_nope"),

@@ -111,6 +111,8 @@ def _validate_longrecipe(lr: LongRecipeConfig) -> None:
         raise ValueError(f"longrecipe.analysis_texts={lr.analysis_texts}, pos_bins={lr.pos_bins}, "
                          f"anchor_min_count={lr.anchor_min_count}, eval_samples={lr.eval_samples}, "
                          f"yarn_samples={lr.yarn_samples}, short_lm_windows={lr.short_lm_windows}; allowed: >= 1")
+    if lr.cost_steps < 1:
+        raise ValueError(f"longrecipe.cost_steps={lr.cost_steps}; allowed: >= 1")
     if lr.anchor_enrichment <= 0:
         raise ValueError(f"longrecipe.anchor_enrichment={lr.anchor_enrichment}; allowed: > 0")
     if len(lr.merge_lambdas) != 2 or any(x < 0 for x in lr.merge_lambdas) or sum(lr.merge_lambdas) <= 0:
