@@ -129,14 +129,32 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
     saved = {k: os.environ.get(k) for k in provenance}
     os.environ.update(provenance)  # the notebooks' kernels inherit this process's environment
     try:
-        return _run_notebooks(chosen, out_dir, keys, nb_dir, p, run_dir, figures_dir, force, paper, device, dtype,
-                              log, provenance[RUN_ENV])
+        status = _run_notebooks(chosen, out_dir, keys, nb_dir, p, run_dir, figures_dir, force, paper, device, dtype,
+                                log, provenance[RUN_ENV])
+        refresh_paper_pages(figures_dir, log)
+        return status
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def refresh_paper_pages(figures_dir: Path, log=print) -> list[Path]:
+    """When ``figures_dir`` is the repository's own ``figures/`` (the committed records), rewrite the results blocks
+    of the doc pages that no longer match them (:mod:`repro.reports.paper_pages`), so the docs quote this run;
+    returns the pages written. A run into any other folder leaves the docs alone."""
+    from repro.reports import paper_pages
+
+    if Path(figures_dir).resolve() != (REPO / "figures").resolve():
+        return []
+    written = []
+    for path, text in paper_pages.stale(REPO, Path(figures_dir)).items():
+        atomic_write_text(path, text)
+        written.append(path)
+        log(f"[docs] {path.relative_to(REPO)}: results block rewritten from the records")
+    return written
 
 
 def _run_notebooks(chosen, out_dir: Path, keys: dict[str, str], nb_dir: Path, p, run_dir: Path, figures_dir: Path,

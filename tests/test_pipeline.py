@@ -183,3 +183,26 @@ def test_paper_selfdistill_trains_only_the_shared_testbed(selfdistill_run):
                           "notebooks", *(f"{k}-{a}" for a in rp for k in ("data", "extend"))}
     assert {"TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "RP-Tab1/2", "RP-Fig1a", "RP-Tab14", "RP-Tab15", "RP-Fig2"} <= ids
     assert all(i.startswith(("RP-", "TB-")) for i in ids), ids
+
+
+def test_a_run_into_the_committed_figures_rewrites_the_stale_paper_pages(tmp_path, monkeypatch):
+    """``reproduce`` into ``figures/`` rewrites the doc pages whose results blocks no longer match the records; a
+    run into any other folder leaves the docs alone."""
+    from repro import pipeline
+    from repro.reports import paper_pages
+
+    page = tmp_path / "page.md"
+    page.write_text("old")
+    asked = []
+
+    def stale(repo, figures):
+        asked.append(figures)
+        return {page: "new"}
+
+    monkeypatch.setattr(paper_pages, "stale", stale)
+    monkeypatch.setattr(pipeline, "REPO", tmp_path)
+    (tmp_path / "figures").mkdir()
+    assert pipeline.refresh_paper_pages(tmp_path / "elsewhere", log=lambda *_: None) == [] and not asked
+    logged = []
+    assert pipeline.refresh_paper_pages(tmp_path / "figures", log=logged.append) == [page]
+    assert page.read_text() == "new" and asked == [tmp_path / "figures"] and "page.md" in logged[0]

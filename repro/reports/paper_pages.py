@@ -4,7 +4,8 @@ Between :data:`BEGIN` and :data:`END` each page holds what :func:`results_block`
 and the committed tables in ``figures/``: for every target of the paper (:mod:`repro.targets`, by its prefix in
 :mod:`repro.papers`) the paper's value, ours, the verdict and the run, commit and date of the row, then the paper's
 main tables as the run wrote them (:data:`MAIN_TABLES`). Nothing in the block is typed by hand: regenerate it after
-a run with ``python -m repro.reports.paper_pages --write``; without ``--write`` the command names the pages that are
+a run with ``python -m repro.reports.paper_pages --write`` (``reproduce`` does it itself when it writes the repository's
+``figures/``: :func:`repro.pipeline.refresh_paper_pages`); without ``--write`` the command names the pages that are
 out of date and exits 1 (``tests/reports/test_paper_pages.py`` fails on a stale page).
 """
 
