@@ -18,15 +18,19 @@ def _argv(model, data, out, steps, *extra):
             "--profile", "smoke", "--no-progress", *extra]
 
 
-def _default_sigint() -> None:
-    """In the child before it runs: Ctrl-C's default action, whatever pytest inherited (a shell's background job
-    starts with SIGINT ignored, and Python then installs no KeyboardInterrupt handler)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _start(argv, **env):
-    return subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", **env}, preexec_fn=_default_sigint)
+    """The command as a child process that Ctrl-C stops, whatever pytest inherited: a shell's background job starts
+    with SIGINT ignored, a child inherits that, and its Python then installs no KeyboardInterrupt handler. While
+    the child starts, this process handles SIGINT (a handled signal is reset to its default action across exec)."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "OMP_NUM_THREADS": "1", **env})
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _wait_for_metrics(out, proc, timeout=240.0, checkpoint: bool = False) -> None:
