@@ -2,8 +2,8 @@
 
 Writes three tables under ``--figures-dir`` (default ``figures/costs``) through :class:`repro.figures.Recorder`:
 
-- ``TB-TimedArms``: each arm of :data:`repro.recipes.plans.TIMED_ARMS` trained alone for a few steps by the trainer
-  from an untrained base of the profile's shape, on its own prepared rows, against the interleaved benchmark on
+- ``TB-TimedArms``: each arm of :data:`repro.recipes.plans.TIMED_ARMS` trained by the trainer, the arms interleaved
+  in rounds of a few steps, from an untrained base of the profile's shape, on its own prepared rows, against the interleaved benchmark on
   the same rows at the same threads (:mod:`repro.bench.timed_arms`); goal: ratios within 1.15x;
 - ``RP-Cost-proxies`` and ``CD-Cost-proxies``: the arms on the paper-shaped proxies, measured ratio beside the FLOP
   bound (:mod:`repro.bench.cost_proxies`; the same tables the training notebook adds to RP-Cost and CD-Cost).
@@ -33,10 +33,10 @@ def costs_main(profile: str = "tiny", figures_dir: str = "figures/costs", quick:
     if p is None:
         return 2
     t0 = time.perf_counter()
-    steps, skip, bench_steps = (3, 1, 1) if quick else (20, 4, 8)
+    rounds, steps, settle, bench_steps = (2, 2, 1, 1) if quick else (4, 6, 2, 8)
     with tempfile.TemporaryDirectory(prefix="repro-costs-") as tmp:
-        res = measure_timed_arms(p, run_dir or tmp, steps=steps, skip=skip, bench_steps=bench_steps,
-                                 progress=progress)
+        res = measure_timed_arms(p, run_dir or tmp, rounds=rounds, steps=steps, settle=settle,
+                                 bench_steps=bench_steps, progress=progress)
     t1 = time.perf_counter()
     sd, cd = p.selfdistill, p.cdt
     rp = measure_proxies("rp", sd.cost_proxy, sd.proxy_steps, bf16=sd.bf16, device=p.run.device, progress=progress)
@@ -45,8 +45,10 @@ def costs_main(profile: str = "tiny", figures_dir: str = "figures/costs", quick:
     rec = Recorder(figures_dir, profile)
     rows = timed_arms_rows(res)
     rec.table(rows, "TB-TimedArms", caption=(
-        f"The timed arms trained alone by the trainer ({res['steps']} steps from an untrained {profile} base on "
-        f"their own prepared rows, median after {res['skip']}; {res['threads'] or 'default'} thread(s)) against "
+        f"The timed arms trained alone by the trainer from an untrained {profile} base on their own prepared rows, "
+        f"interleaved: {res['rounds']} rounds in which each arm in turn trains {res['steps']} steps resumed from its "
+        f"checkpoint (median of each chunk after {res['settle']} untimed; ratio: median over rounds of the "
+        f"per-round ratios, SE over rounds; {res['threads'] or 'default'} thread(s)) against "
         f"RP-Cost's and CD-Cost's interleaved benchmark on the same rows at the same threads ({bench_steps} rounds, "
         f"each timed step right after an untimed one of its own arm); "
         f"ratios to rp_standard (trained) and to Standard / ce (benchmark). Goal: within {GOAL}x. "

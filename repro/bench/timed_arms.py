@@ -16,10 +16,19 @@ arm's ratio to the reference (Standard for RP-Cost, CE, i.e. ``rp_standard``, fo
 every timed step follows an untimed step of its own arm (``settle``, :func:`repro.timing.interleaved_rounds`), as
 a trained step follows the arm's previous one: right after a bigger arm's step, the Standard step ran about 10%
 slower than trained alone (0.72 s against 0.65 s), which put every benchmark ratio about 10% below the trained one.
+
+The trained arms are interleaved the same way: each arm trains in ``rounds`` chunks of ``steps`` steps, the arms in
+turn, every chunk resuming from the arm's checkpoint of the previous one; the first ``settle`` steps of a chunk are
+untimed. A trained arm's ratio is the median over rounds of its median step over the reference's median step in
+the same round, as the benchmark's, shown with the SE over rounds. Trained one after another instead (20 steps each), the
+reference's step drifted between arms by as much as the goal allows: rp_standard trained three times in one
+process took 0.686, 0.757 and 0.691 s/step, and in one run its trained step (0.743 s) was 16% above its
+benchmarked one (0.642 s) while every other arm's agreed within 7%, which left 3 of 5 ratios outside 1.15x.
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 import statistics
 from pathlib import Path
@@ -49,12 +58,15 @@ def _untrained_base(p, run_dir: Path, tok) -> Path:
     return base
 
 
-def measure_timed_arms(profile, run_dir: str | Path, arms: Sequence[str] | None = None, steps: int = 12,
-                       skip: int = 3, bench_steps: int = 6, progress: bool = True) -> dict[str, Any]:
-    """Train each of ``arms`` (default every :data:`repro.recipes.plans.TIMED_ARMS`; ``rp_standard`` always) alone
-    for ``steps`` steps from an untrained base, under ``run_dir``; then time RP-Cost's and CD-Cost's arms on the
-    same rows at the same threads in ``bench_steps`` interleaved rounds. Returns ``{"trained": {arm: median seconds
-    per step after ``skip`` steps}, "rp": RP-Cost's measurement, "cd": CD-Cost's (or None), "threads": ...}``."""
+def measure_timed_arms(profile, run_dir: str | Path, arms: Sequence[str] | None = None, rounds: int = 4,
+                       steps: int = 6, settle: int = 2, bench_steps: int = 6, progress: bool = True
+                       ) -> dict[str, Any]:
+    """Train each of ``arms`` (default every :data:`repro.recipes.plans.TIMED_ARMS`; ``rp_standard`` always) from an
+    untrained base under ``run_dir``, interleaved: ``rounds`` rounds, in each of which every arm in turn trains
+    ``steps`` more steps resumed from its checkpoint, the first ``settle`` of them untimed. Then time RP-Cost's and
+    CD-Cost's arms on the same rows at the same threads in ``bench_steps`` interleaved rounds. Returns
+    ``{"trained": {arm: [median seconds per timed step, per round]}, "rp": RP-Cost's measurement, "cd": CD-Cost's
+    (or None), "threads": ..., "rounds", "steps", "settle"}``."""
     from repro import recipes
     from repro.bench.cdt_cost import measure_cd_step_costs, prepared_rows
     from repro.bench.selfdistill_cost import measure_rp_step_costs
@@ -74,27 +86,35 @@ def measure_timed_arms(profile, run_dir: str | Path, arms: Sequence[str] | None 
     arms = list(dict.fromkeys(["rp_standard", *(arms or TIMED_ARMS)]))
     if bad := [a for a in arms if a not in TIMED_ARMS]:
         raise ValueError(f"arms {bad}; allowed: {', '.join(TIMED_ARMS)}")
-    if not 1 <= skip < steps or bench_steps < 1:
-        raise ValueError(f"steps={steps}, skip={skip}, bench_steps={bench_steps}; allowed: 1 <= skip < steps, "
-                         "bench_steps >= 1")
+    if rounds < 1 or not 0 <= settle < steps or bench_steps < 1:
+        raise ValueError(f"rounds={rounds}, steps={steps}, settle={settle}, bench_steps={bench_steps}; allowed: "
+                         "rounds >= 1, 0 <= settle < steps, bench_steps >= 1")
     run_dir = Path(run_dir)
     corpus = build_corpus(p, run_dir)
     tok = load_tokenizer(corpus.path / "tokenizer")
     base = _untrained_base(p, run_dir, tok)
     threads = timed_threads(p)
-    trained, rows = {}, {}
+    total = rounds * steps
+    rows = {}
     for arm in arms:
-        model = load_model(base, attn_implementation=p.model.attn_implementation, **recipes.model_settings(p, arm))
         m = recipes.build_method(p, arm, tok, corpus_rows=corpus.rows())
-        recipes.prepare_model(p, m, model)
-        data = prepare_extension_data(p, arm, m, run_dir, steps=max(steps, bench_steps + 1))
-        rows[arm] = data
-        cfg = recipes.train_config(p, arm, max_steps=steps, checkpoint_every=0, threads=threads)
-        out = run_dir / f"timed-{arm}"
-        shutil.rmtree(out, ignore_errors=True)
-        Trainer(model, PreparedBatches(data, inner=m), cfg, out, progress=progress).train()
-        secs = [r["seconds"] for r in metrics(out)]
-        trained[arm] = statistics.median(secs[skip:])
+        rows[arm] = prepare_extension_data(p, arm, m, run_dir, steps=max(total, bench_steps + 1))
+        shutil.rmtree(run_dir / f"timed-{arm}", ignore_errors=True)
+    trained: dict[str, list[float]] = {a: [] for a in arms}
+    for r in range(rounds):
+        for arm in arms:
+            model = load_model(base, attn_implementation=p.model.attn_implementation,
+                               **recipes.model_settings(p, arm))
+            m = recipes.build_method(p, arm, tok, corpus_rows=corpus.rows())
+            recipes.prepare_model(p, m, model)
+            cfg = recipes.train_config(p, arm, max_steps=(r + 1) * steps, checkpoint_every=steps, threads=threads)
+            out = run_dir / f"timed-{arm}"
+            Trainer(model, PreparedBatches(rows[arm], inner=m), cfg, out, progress=progress).train()
+            secs = [x["seconds"] for x in metrics(out)[r * steps:]]
+            if len(secs) != steps:
+                raise RuntimeError(f"{out}: round {r} logged {len(secs)} steps; expected {steps}")
+            trained[arm].append(statistics.median(secs[settle:]))
+            del model
     sd, cd = p.selfdistill, p.cdt
     cost_model = load_model(base, rope=rope_parameters("default", sd.rope_theta),
                             attn_implementation=p.model.attn_implementation, max_positions=2 * p.extend.target_window)
@@ -109,27 +129,44 @@ def measure_timed_arms(profile, run_dir: str | Path, arms: Sequence[str] | None 
         cdr = measure_cd_step_costs(cost_model, p.extend.lr, cd.beta, prepared_rows(rows["cdt"], bench_steps + 1),
                                     steps=bench_steps, warmup=1, bf16=sd.bf16, threshold=cd.threshold, pad_id=pad,
                                     threads=threads or None, arms=("ce", "cdt"), progress=progress)
-    return {"trained": trained, "rp": rp, "cd": cdr, "threads": threads, "steps": steps, "skip": skip}
+    return {"trained": trained, "rp": rp, "cd": cdr, "threads": threads, "rounds": rounds, "steps": steps,
+            "settle": settle}
+
+
+def _median_se(xs: Sequence[float]) -> tuple[float, float | None]:
+    """The median of per-round ratios (as the benchmark's ``ratio``) and the SE of their mean (None below two)."""
+    return statistics.median(xs), (statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else None)
 
 
 def timed_arms_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per trained arm but the reference: its trained and benchmarked seconds and ratios, the ratio of
-    ratios and whether it is within :data:`GOAL`."""
+    """One row per trained arm but the reference: its trained and benchmarked seconds, each side's ratio to its
+    reference (the median over rounds of the per-round ratios) with the SE over rounds, the ratio of ratios with its SE (delta
+    method, the two sides independent) and whether the ratio of ratios is within :data:`GOAL`."""
     t = res["trained"]
+    ref_t = t["rp_standard"]
     out = []
-    for arm, sec in t.items():
+    for arm, secs in t.items():
         if arm == "rp_standard":
             continue
         table, bench = ("CD-Cost", res["cd"]) if arm in CD_BENCH else ("RP-Cost", res["rp"])
         name = CD_BENCH.get(arm) or RP_BENCH[arm]
         ref_name = "ce" if arm in CD_BENCH else "Standard"
         b, ref = bench[name], bench[ref_name]
-        trained_ratio = sec / t["rp_standard"]
-        out.append({"arm": arm, "table": table, "bench arm": name, "trained s / step": round(sec, 4),
-                    "trained rp_standard s / step": round(t["rp_standard"], 4),
-                    "trained ratio": round(trained_ratio, 3), "bench s / step": round(b["seconds_per_step"], 4),
+        tr, tr_se = _median_se([a / s for a, s in zip(secs, ref_t)])
+        br, br_se = b["ratio"], _median_se([a / s for a, s in zip(b["seconds"], ref["seconds"])])[1]
+        q = tr / br
+        q_se = (q * math.hypot(tr_se / tr, br_se / br)) if tr_se is not None and br_se is not None else None
+        out.append({"arm": arm, "table": table, "bench arm": name,
+                    "trained s / step": round(statistics.median(secs), 4),
+                    "trained rp_standard s / step": round(statistics.median(ref_t), 4),
+                    "trained ratio": round(tr, 3), "trained ratio SE": _round(tr_se),
+                    "bench s / step": round(b["seconds_per_step"], 4),
                     "bench reference": ref_name, "bench reference s / step": round(ref["seconds_per_step"], 4),
-                    "bench ratio": round(b["ratio"], 3), "trained / bench": round(trained_ratio / b["ratio"], 3),
-                    f"within {GOAL}x": "yes" if max(trained_ratio / b["ratio"], b["ratio"] / trained_ratio) <= GOAL
-                    else "no"})
+                    "bench ratio": round(br, 3), "bench ratio SE": _round(br_se),
+                    "trained / bench": round(q, 3), "trained / bench SE": _round(q_se),
+                    f"within {GOAL}x": "yes" if max(q, 1 / q) <= GOAL else "no"})
     return out
+
+
+def _round(x: float | None) -> float | str:
+    return "" if x is None else round(x, 3)
