@@ -161,24 +161,39 @@ def render_index(index: Mapping[str, Mapping[str, Any]]) -> str:
     target with its provenance, the paper's value, ours and the verdict."""
     from repro.central_claims import shown_table
 
+    from repro.reports.index_check import SEPARATE
+
     order = {tid: i for i, tid in enumerate(TARGETS)}
-    lines = [
-        "# Figures and tables index",
-        "",
-        "Written by `python -m repro reproduce`; do not edit by hand. Ids follow the papers'",
-        "figure and table numbers (see `repro/targets.py`). Tiny-profile numbers come from a",
-        "~1M-parameter model trained here on synthetic tasks: compare directions, not magnitudes.",
-        "",
-        "## What this run shows",
-        "",
-        "Each paper's central claims, the targets that test them and whether this run shows each (shown beyond",
-        "noise: every target's declared headline holds; shown the other way: one is significant against the paper).",
-        "",
-        *shown_table({tid: row.get("agrees", "") for tid, row in index.items()}),
-        "",
+    own = sorted({SEPARATE[tid] for tid in index if tid in SEPARATE})
+    if index and all(tid in SEPARATE for tid in index):  # a folder of one separate command's rows (figures/costs)
+        lines = ["# Figures and tables index", "",
+                 f"Written by {', '.join(f'`{c}`' for c in own)}; do not edit by hand. Testbed checks only: the",
+                 "papers' targets and what a run shows of them are in the main index (`figures/INDEX.md`).", ""]
+    else:
+        lines = [
+            "# Figures and tables index",
+            "",
+            "Written by `python -m repro reproduce`"
+            + (f" (rows {', '.join(t for t in index if t in SEPARATE)} by their own commands)" if own else "")
+            + "; do not edit by hand. Ids follow the papers'",
+            "figure and table numbers (see `repro/targets.py`). Tiny-profile numbers come from a",
+            "~1M-parameter model trained here on synthetic tasks: compare directions, not magnitudes.",
+            "",
+            "## What this run shows",
+            "",
+            "Each paper's central claims, the targets that test them and whether this run shows each (shown "
+            "beyond",
+            "noise: every target's declared headline holds; shown the other way: one is significant against the "
+            "paper).",
+            "",
+            *shown_table({tid: row.get("agrees", "") for tid, row in index.items()}),
+            "",
+        ]
+    lines += [
         "## Every target",
         "",
-        "Each row's `commit`, `profile` and `run` say which code and which `reproduce` run wrote it.",
+        "Each row's `commit`, `profile` and `run` say which code and which run (of `reproduce` or its own command) "
+        "wrote it.",
         "",
         "| id | files | profile | date | commit | run | paper | ours | agrees | note |",
         "|---|---|---|---|---|---|---|---|---|---|",

@@ -47,6 +47,16 @@ def test_recorder_rows_carry_commit_and_run(tmp_path, monkeypatch):
     assert md.index("## What this run shows") < md.index("## Every target")
 
 
+
+def test_a_folder_of_one_commands_rows_names_that_command_not_the_claims_table(tmp_path):
+    Recorder(tmp_path, "tiny").result("TB-TimedArms", ours="x", agrees="2/5")
+    md = (tmp_path / "INDEX.md").read_text()
+    assert "Written by `python -m repro bench costs`" in md and "## What this run shows" not in md
+    Recorder(tmp_path, "tiny").result("LR-Tab1", ours="y", agrees="no")  # a paper's row: the claims table is back
+    md = (tmp_path / "INDEX.md").read_text()
+    assert "Written by `python -m repro reproduce` (rows TB-TimedArms by their own commands)" in md
+    assert "## What this run shows" in md
+
 def test_central_claims_name_real_targets_and_say_what_a_run_shows():
     assert set(CENTRAL) == {"LongRecipe", "RoPE-perturbed self-distillation", "Context denoising training",
                             "ProLong"}
