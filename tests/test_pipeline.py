@@ -62,6 +62,10 @@ def test_smoke_reproduce_writes_every_figure_and_the_index(smoke_run):
     assert len({row["run"] for row in index.values()}) == 1  # one reproduce wrote every row ...
     assert {row["commit"] for row in index.values()} == {code_commit()}  # ... from this checkout's code
     assert "## What this run shows" in (root / "figures" / "INDEX.md").read_text()
+    from repro.reports.index_check import DIRTY, check_index
+
+    # every verdict carries the claim tests it was decided from, and says what they say (a dev checkout may be dirty)
+    assert [q for q in check_index(index) if DIRTY not in q] == []
     tidy = root / "runs" / "smoke" / "eval" / "results-tidy.csv"
     assert tidy.exists() and "n/a (min length" in tidy.read_text()  # smoke lengths are too short for some tasks
     # executed notebooks are kept in the run directory, with outputs
