@@ -161,7 +161,7 @@ def render_index(index: Mapping[str, Mapping[str, Any]]) -> str:
     target with its provenance, the paper's value, ours and the verdict."""
     from repro.central_claims import shown_table
 
-    from repro.reports.index_check import SEPARATE
+    from repro.provenance import SEPARATE
 
     order = {tid: i for i, tid in enumerate(TARGETS)}
     own = sorted({SEPARATE[tid] for tid in index if tid in SEPARATE})

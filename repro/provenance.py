@@ -19,6 +19,13 @@ RUN_ENV, COMMIT_ENV = "REPRO_RUN_ID", "REPRO_COMMIT"
 """The environment variables ``reproduce`` sets for the notebooks it runs."""
 INTERACTIVE = "interactive"
 """The run of a figure written outside ``reproduce``."""
+SEPARATE: dict[str, str] = {
+    "TB-BaseSearch": "python -m repro base-search",
+    "TB-Throughput": "python -m repro bench",
+    "TB-GPU": "python -m repro bench gpu",
+    "TB-TimedArms": "python -m repro bench costs",
+}
+"""Target id -> the command of its own that writes it (not ``reproduce``): its row keeps that command's run."""
 OUTPUTS = ("figures", "runs")
 """Folders a run writes into: changes there do not make the checkout's code dirty."""
 

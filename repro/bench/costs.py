@@ -3,8 +3,9 @@
 Writes three tables under ``--figures-dir`` (default ``figures/costs``) through :class:`repro.figures.Recorder`:
 
 - ``TB-TimedArms``: each arm of :data:`repro.recipes.plans.TIMED_ARMS` trained by the trainer, the arms interleaved
-  in rounds of a few steps, from an untrained base of the profile's shape, on its own prepared rows, against the interleaved benchmark on
-  the same rows at the same threads (:mod:`repro.bench.timed_arms`); goal: ratios within 1.15x;
+  in rounds of a few steps, from an untrained base of the profile's shape, on its own prepared rows, against the
+  interleaved benchmark on the same rows at the same threads (:mod:`repro.bench.timed_arms`); goal: ratios within
+  1.15x;
 - ``RP-Cost-proxies`` and ``CD-Cost-proxies``: the arms on the paper-shaped proxies, measured ratio beside the FLOP
   bound (:mod:`repro.bench.cost_proxies`; the same tables the training notebook adds to RP-Cost and CD-Cost).
 

@@ -20,8 +20,8 @@ slower than trained alone (0.72 s against 0.65 s), which put every benchmark rat
 The trained arms are interleaved the same way: each arm trains in ``rounds`` chunks of ``steps`` steps, the arms in
 turn, every chunk resuming from the arm's checkpoint of the previous one; the first ``settle`` steps of a chunk are
 untimed. A trained arm's ratio is the median over rounds of its median step over the reference's median step in
-the same round, as the benchmark's, shown with the SE over rounds. Trained one after another instead (20 steps each), the
-reference's step drifted between arms by as much as the goal allows: rp_standard trained three times in one
+the same round, as the benchmark's, shown with the SE over rounds. Trained one after another instead (20 steps
+each), the reference's step drifted between arms by as much as the goal allows: rp_standard trained three times in one
 process took 0.686, 0.757 and 0.691 s/step, and in one run its trained step (0.743 s) was 16% above its
 benchmarked one (0.642 s) while every other arm's agreed within 7%, which left 3 of 5 ratios outside 1.15x.
 """
@@ -140,8 +140,8 @@ def _median_se(xs: Sequence[float]) -> tuple[float, float | None]:
 
 def timed_arms_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per trained arm but the reference: its trained and benchmarked seconds, each side's ratio to its
-    reference (the median over rounds of the per-round ratios) with the SE over rounds, the ratio of ratios with its SE (delta
-    method, the two sides independent) and whether the ratio of ratios is within :data:`GOAL`."""
+    reference (the median over rounds of the per-round ratios) with the SE over rounds, the ratio of ratios with its
+    SE (delta method, the two sides independent) and whether the ratio of ratios is within :data:`GOAL`."""
     t = res["trained"]
     ref_t = t["rp_standard"]
     out = []

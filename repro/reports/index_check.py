@@ -27,18 +27,11 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from repro.claims import headline_of
-from repro.provenance import INTERACTIVE
+from repro.provenance import INTERACTIVE, SEPARATE
 from repro.reports.attention import per_layer
 from repro.reports.headline import Headline, rejudge
 from repro.targets import TARGETS
 
-SEPARATE: dict[str, str] = {
-    "TB-BaseSearch": "python -m repro base-search",
-    "TB-Throughput": "python -m repro bench",
-    "TB-GPU": "python -m repro bench gpu",
-    "TB-TimedArms": "python -m repro bench costs",
-}
-"""Target id -> the command of its own that writes it (not ``reproduce``): its row keeps that command's run."""
 PROVENANCE = ("commit", "profile", "run")
 """The fields every row names: which code, which profile and which run wrote it."""
 BAD_COMMITS = ("unknown",)
