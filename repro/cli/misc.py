@@ -21,7 +21,7 @@ def add_parsers(sub) -> None:
     s_.add_argument("names", nargs="*", help="candidate names (default: list them)")
     s_.add_argument("--run-dir", default="runs")
     s_.add_argument("--threads", type=int, default=0, help="torch threads of the base stage (0: the profile's)")
-    s_.add_argument("--figures-dir", default="figures", help="where TB-BaseSearch.{csv,md} go")
+    s_.add_argument("--figures-dir", default="figures/base_search", help="where TB-BaseSearch.{csv,md} go")
 
 
 def main(args: argparse.Namespace) -> int:
