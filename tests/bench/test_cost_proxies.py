@@ -34,10 +34,9 @@ def test_names_match_the_profiles_and_none_runs_nothing():
         get_profile("tiny").override(selfdistill={"cost_proxy": "x"})
 
 
-def test_smoke_proxies_time_every_arm_beside_its_bound_and_the_reports_show_them():
+def test_smoke_proxies_time_every_arm_beside_its_bound_and_the_reports_show_them(smoke_proxies):
     p = get_profile("smoke")
-    rp = measure_proxies("rp", "smoke", steps=1, warmup=0, progress=False)
-    cd = measure_proxies("cd", "smoke", steps=1, warmup=0, progress=False)
+    rp, cd = smoke_proxies
     assert [e["proxy"] for e in rp] == ["8K-like", "64K-like"] and [e["rows"] for e in cd] == [2, 1]
     for e in rp:
         arms = e["arms"]

@@ -11,8 +11,18 @@ from repro.bench.timed_arms import GOAL, measure_timed_arms, timed_arms_rows
 from repro.recipes.plans import TIMED_ARMS
 
 
-def test_quick_run_writes_the_three_tables(tmp_path, capsys):
+def test_quick_run_writes_the_three_tables(tmp_path, capsys, monkeypatch, smoke_proxies):
+    from repro.bench import cost_proxies
+
+    asked = []
+
+    def measured(table, name, steps, **kw):  # the smoke proxies the proxy test times, not a second timing of them
+        asked.append((table, name, steps))
+        return smoke_proxies[("rp", "cd").index(table)]
+
+    monkeypatch.setattr(cost_proxies, "measure_proxies", measured)
     assert costs_main(figures_dir=str(tmp_path), quick=True, progress=False) == 0
+    assert asked == [("rp", "smoke", 1), ("cd", "smoke", 1)]
     rows = list(csv.DictReader(open(tmp_path / "TB-TimedArms.csv")))
     assert [r["arm"] for r in rows] == [a for a in TIMED_ARMS if a != "rp_standard"]
     for r in rows:  # the columns agree with each other
