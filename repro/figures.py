@@ -160,30 +160,29 @@ def render_index(index: Mapping[str, Mapping[str, Any]]) -> str:
     """``INDEX.md``: the at-a-glance table of central claims (:mod:`repro.central_claims`), then one row per
     target with its provenance, the paper's value, ours and the verdict."""
     from repro.central_claims import shown_table
-
     from repro.provenance import SEPARATE
 
     order = {tid: i for i, tid in enumerate(TARGETS)}
-    own = sorted({SEPARATE[tid] for tid in index if tid in SEPARATE})
-    if index and all(tid in SEPARATE for tid in index):  # a folder of one separate command's rows (figures/costs)
+    separate = [tid for tid in index if tid in SEPARATE]
+    if index and len(separate) == len(index):  # a folder of separate commands' rows only (figures/costs)
+        commands = sorted({SEPARATE[tid] for tid in separate})
         lines = ["# Figures and tables index", "",
-                 f"Written by {', '.join(f'`{c}`' for c in own)}; do not edit by hand. Testbed checks only: the",
+                 f"Written by {', '.join(f'`{c}`' for c in commands)}; do not edit by hand. Testbed checks only: the",
                  "papers' targets and what a run shows of them are in the main index (`figures/INDEX.md`).", ""]
     else:
         lines = [
             "# Figures and tables index",
             "",
             "Written by `python -m repro reproduce`"
-            + (f" (rows {', '.join(t for t in index if t in SEPARATE)} by their own commands)" if own else "")
+            + (f" (rows {', '.join(separate)} by their own commands)" if separate else "")
             + "; do not edit by hand. Ids follow the papers'",
             "figure and table numbers (see `repro/targets.py`). Tiny-profile numbers come from a",
             "~1M-parameter model trained here on synthetic tasks: compare directions, not magnitudes.",
             "",
             "## What this run shows",
             "",
-            "Each paper's central claims, the targets that test them and whether this run shows each (shown "
-            "beyond",
-            "noise: every target's declared headline holds; shown the other way: one is significant against the "
+            "Each paper's central claims, the targets that test them and whether this run shows each (shown beyond",
+            "noise: every target's declared headline holds; shown the other way: one is significant against the",
             "paper).",
             "",
             *shown_table({tid: row.get("agrees", "") for tid, row in index.items()}),

@@ -133,9 +133,9 @@ def measure_timed_arms(profile, run_dir: str | Path, arms: Sequence[str] | None 
             "settle": settle}
 
 
-def _median_se(xs: Sequence[float]) -> tuple[float, float | None]:
-    """The median of per-round ratios (as the benchmark's ``ratio``) and the SE of their mean (None below two)."""
-    return statistics.median(xs), (statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else None)
+def _se(xs: Sequence[float]) -> float | None:
+    """The SE of the mean of per-round ratios (None below two rounds)."""
+    return statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else None
 
 
 def timed_arms_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
@@ -152,8 +152,9 @@ def timed_arms_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
         name = CD_BENCH.get(arm) or RP_BENCH[arm]
         ref_name = "ce" if arm in CD_BENCH else "Standard"
         b, ref = bench[name], bench[ref_name]
-        tr, tr_se = _median_se([a / s for a, s in zip(secs, ref_t)])
-        br, br_se = b["ratio"], _median_se([a / s for a, s in zip(b["seconds"], ref["seconds"])])[1]
+        per_round = [a / s for a, s in zip(secs, ref_t)]
+        tr, tr_se = statistics.median(per_round), _se(per_round)  # the median, as the benchmark's ``ratio``
+        br, br_se = b["ratio"], _se([a / s for a, s in zip(b["seconds"], ref["seconds"])])
         q = tr / br
         q_se = (q * math.hypot(tr_se / tr, br_se / br)) if tr_se is not None and br_se is not None else None
         out.append({"arm": arm, "table": table, "bench arm": name,
