@@ -88,17 +88,32 @@ def task_heatmap(values: Mapping[str, Mapping[str, float | None]], title: str = 
 
 def accuracy_vs_length(series: Mapping[str, Mapping[int, float | None]], title: str = "",
                        marks: Sequence[int] = ()):
-    """Accuracy (percent) vs prompt length, one line per label; ``marks`` draws vertical lines (windows)."""
-    fig, ax = plt.subplots(figsize=(5.2, 3.4))
-    for label, by_len in series.items():
+    """Accuracy (percent) vs prompt length, one line per label; ``marks`` draws vertical lines (windows). Every line
+    has its own colour and line style (20 colours, then dashed, dotted, ...), and the legend sits beside the axes,
+    in columns of at most :data:`LEGEND_ROWS`, so no line hides under it however many there are."""
+    n = len(series)
+    cols = max(1, -(-n // LEGEND_ROWS))
+    fig, ax = plt.subplots(figsize=(5.2 + 2.4 * cols if n else 5.2, 3.4))
+    colours = plt.get_cmap("tab20" if n > 10 else "tab10")
+    for i, (label, by_len) in enumerate(series.items()):
         xs = sorted(by_len)
         ys = [np.nan if by_len[L] is None else by_len[L] for L in xs]
-        ax.plot(xs, ys, marker="o", label=label)
+        ax.plot(xs, ys, marker="o", ms=4, label=label, color=colours(i % colours.N),
+                ls=LINE_STYLES[(i // colours.N) % len(LINE_STYLES)])
     for m in marks:
         ax.axvline(m, color="k", lw=0.8, ls="--")
     ax.set_xscale("log", base=2)
-    _percent_axes(ax, "prompt length (tokens)", title, legend=7 if series else None)
+    _percent_axes(ax, "prompt length (tokens)", title, legend=None)
+    if n:
+        ax.legend(fontsize=6, ncol=cols, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
     return fig
+
+
+LEGEND_ROWS = 16
+"""The most legend entries in one column of :func:`accuracy_vs_length` (more go into further columns)."""
+LINE_STYLES = ("-", "--", ":", "-.")
+"""Line styles :func:`accuracy_vs_length` cycles through, one per pass through the colour map."""
 
 
 def _percent_axes(ax, xlabel: str, title: str, legend: int | None, ylabel: str = "accuracy (%)") -> None:

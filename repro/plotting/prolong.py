@@ -57,16 +57,20 @@ def share_curves(points: Sequence[Mapping], title: str = ""):
 
 def ppl_vs_downstream(points: Sequence[Mapping], title: str = ""):
     """PL-Fig1: long-document perplexity (x) against the downstream average (y), one point per long share, with
-    ±1 SE bars on both (``ppl_se``, ``long_se``)."""
+    ±1 SE bars on both (``ppl_se``, ``long_se``). Each share is a marker of its own colour named in the legend (no
+    text beside the points: close points would overlap their labels)."""
     pts = [x for x in points if x.get("ppl") is not None and x.get("long") is not None]
     if not pts:
         raise ValueError("no point has both a perplexity and a downstream score")
-    fig, ax = plt.subplots(figsize=(4.6, 3.4))
+    pts = sorted(pts, key=lambda x: x["long_share"])
+    fig, ax = plt.subplots(figsize=(5.4, 3.4))
     ax.errorbar([x["ppl"] for x in pts], [x["long"] for x in pts], xerr=_ses(pts, "ppl"), yerr=_ses(pts, "long"),
-                fmt="o-", color="C0", capsize=3)
-    for x in pts:
-        ax.annotate(f"{x['long_share']}%", (x["ppl"], x["long"]), textcoords="offset points", xytext=(4, 4),
-                    fontsize=8)
+                fmt="-", color="0.6", lw=0.8, capsize=3, zorder=1)
+    colours = plt.get_cmap("viridis")
+    for i, x in enumerate(pts):
+        ax.scatter([x["ppl"]], [x["long"]], s=36, zorder=2, color=colours(i / max(len(pts) - 1, 1)),
+                   label=f"{x['long_share']}% long", edgecolors="k", linewidths=0.5)
+    ax.legend(fontsize=7, title="long data", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_xlabel(f"long-document perplexity (lower is better; {SE_NOTE})", fontsize=8)
     ax.set_ylabel("downstream accuracy (%)")
     noise_aware_ylim(ax, [x["long"] for x in pts], _ses(pts, "long"), bounds=(0, 100))

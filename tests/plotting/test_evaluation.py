@@ -4,7 +4,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from repro.plotting.evaluation import accuracy_vs_wallclock, decile_curves  # noqa: E402
+from repro.plotting.evaluation import accuracy_vs_length, accuracy_vs_wallclock, decile_curves  # noqa: E402
 from tests.plotting.artists import errorbars, half_lengths  # noqa: E402
 
 
@@ -44,4 +44,21 @@ def test_rp_fig1a_draws_each_deciles_se_in_percent():
     fig = decile_curves(curves)  # no SEs: no bars, the label says nothing about them
     assert all(not v > 0 for b in half_lengths(fig.axes[0]).values() for v in b)  # 0, or NaN without a value
     assert fig.axes[0].get_ylabel() == "accuracy (%)"
+    plt.close(fig)
+
+
+def test_accuracy_vs_length_keeps_30_lines_apart_and_its_legend_off_the_axes():
+    """CD-Tab2 draws 3 tasks x 10 checkpoints: every line is told apart and the legend covers none of them."""
+    series = {f"arm{a} MH-{t}": {256: 0.0, 512: 2.0 * a, 1024: float(t)} for a in range(10) for t in (2, 3, 4)}
+    fig = accuracy_vs_length(series, title="multi-hop", marks=(256, 1024))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+    assert len(lines) == 30
+    styles = {(tuple(round(c, 6) for c in ln.get_color()), ln.get_linestyle()) for ln in lines}
+    assert len(styles) == 30  # no two lines share a colour and a style
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == list(series)
+    assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1  # beside the axes
     plt.close(fig)

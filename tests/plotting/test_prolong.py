@@ -46,3 +46,19 @@ def test_ppl_vs_downstream_has_bars_on_both_axes():
 def test_share_curves_refuse_no_points():
     with pytest.raises(ValueError, match="at least one long-share arm"):
         share_curves([])
+
+
+def test_ppl_vs_downstream_names_each_share_in_a_legend_not_in_overlapping_labels():
+    """Two shares at the same point (as 20% and 80% nearly were in a tiny run): each keeps its own legend entry."""
+    pts = _points() + [dict(_points()[0], arm="pl_long80", long_share=80)]
+    fig = ppl_vs_downstream(pts)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    assert not [t for t in ax.texts if t.get_text()]  # no text placed beside the points
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["0% long", "60% long", "80% long"]
+    colours = [tuple(c.get_facecolor()[0]) for c in ax.collections if c.get_label().endswith("% long")]
+    assert len(set(colours)) == 3
+    assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
+    plt.close(fig)
