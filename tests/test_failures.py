@@ -198,3 +198,35 @@ def test_a_killed_runs_cut_metrics_line_and_temporary_folders_do_not_block_resum
     steps = [json.loads(ln)["step"] for ln in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(6))
     assert not list(run.glob(".*"))
+
+
+def test_ctrl_c_between_a_temporary_folders_creation_and_its_guard_leaves_nothing_half_written(tiny_llama, tmp_path,
+                                                                                             monkeypatch):
+    """The window a real Ctrl-C once hit: the checkpoint's temporary folder exists, the cleanup that guards it is not
+    yet armed. The interrupted trainer removes it; the last whole checkpoint stays and the rerun resumes from it."""
+    import contextlib
+    import tempfile
+
+    cfg = TrainConfig(max_steps=6, lr=3e-3, warmup_steps=2, checkpoint_every=2, seed=0)
+    run = tmp_path / "run"
+    real = repro.train.trainer.atomic_dir
+
+    @contextlib.contextmanager
+    def interrupted_at_ckpt4(path):
+        if path.name == "ckpt-4":
+            tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            raise KeyboardInterrupt
+        with real(path) as tmp:
+            yield tmp
+
+    monkeypatch.setattr(repro.train.trainer, "atomic_dir", interrupted_at_ckpt4)
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(tiny_llama(), ToyMethod(), cfg, run, progress=False).train()
+    assert sorted(p.name for p in run.glob("ckpt-*")) == ["ckpt-2"]
+    assert not list(run.glob(".*")), list(run.glob(".*"))
+    monkeypatch.undo()
+    ref = tiny_llama()
+    Trainer(ref, ToyMethod(), cfg, tmp_path / "ref", progress=False).train()
+    fresh = tiny_llama(seed=123)
+    Trainer(fresh, ToyMethod(), cfg, run, progress=False).train()
+    assert _same(ref, fresh)

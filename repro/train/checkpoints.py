@@ -37,9 +37,10 @@ def step_of(line: str) -> int:
 
 
 def remove_leftovers(out_dir: Path) -> None:
-    """Delete the temporary folders of checkpoint and final writes that a killed run left behind (``atomic_dir``'s
-    ``.<name>.<random>.tmp``, a multi-process save's ``.ckpt-<step>.partial``): never read, they would pile up."""
-    for p in [*out_dir.glob(".ckpt-*.tmp"), *out_dir.glob(".ckpt-*.partial"), *out_dir.glob(".final.*.tmp")]:
+    """Delete the temporary files and folders of the writes that a killed or interrupted run left behind
+    (``atomic_dir``'s and the atomic writes' ``.<name>.<random>.tmp``, a multi-process save's
+    ``.ckpt-<step>.partial``): never read, they would pile up. Only the run's own writer calls it (under its lock)."""
+    for p in [*out_dir.glob(".*.tmp"), *out_dir.glob(".ckpt-*.partial")]:
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
         else:

@@ -183,6 +183,12 @@ class Trainer:
             torch.set_num_threads(self.cfg.threads)
         try:
             return self._train(resume, stop_after)
+        except KeyboardInterrupt:
+            # Ctrl-C can land between a temporary folder's creation and the cleanup that guards it (inside
+            # mkdtemp, or in the context manager's __enter__): whatever half-written folder is left goes now.
+            if self.main and self.out_dir.is_dir():
+                remove_leftovers(self.out_dir)
+            raise
         finally:
             torch.set_num_threads(threads)
 
