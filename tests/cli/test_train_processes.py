@@ -2,6 +2,8 @@
 the run finished; with ``REPRO_LOCK_WAIT=0`` it is refused naming the holder), and Ctrl-C mid-run (exit 130, one
 line naming the checkpoint kept; re-running the command resumes and finishes)."""
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -47,25 +49,62 @@ def _wait_for_metrics(out, proc, timeout=240.0, checkpoint: bool = False) -> Non
 def test_second_train_on_one_out_waits_or_is_refused(tiny_model_dir, text_folder, tmp_path):
     """While a run trains, a second ``train`` on its folder with ``REPRO_LOCK_WAIT=0`` is refused at once naming
     the holder's pid; one that waits finds the run finished and refuses to train it again. The folder keeps one
-    clean ``metrics.jsonl`` (steps 0..N-1 once)."""
-    out, steps = tmp_path / "run", 400
+    clean ``metrics.jsonl`` (steps 0..N-1 once).
+
+    No race: the first run is frozen with SIGSTOP as soon as its lock file names it (it keeps the lock and cannot
+    finish) until the refusal has returned and the waiting run has said that it waits, then released with SIGCONT;
+    the loading and 60 steps between taking the lock and finishing are the margin for the poll."""
+    out, steps = tmp_path / "run", 60
     first = _start(_argv(tiny_model_dir, text_folder, out, steps))
-    _wait_for_metrics(out, first)
-    refused = _start(_argv(tiny_model_dir, text_folder, out, steps), REPRO_LOCK_WAIT="0")
-    waiting = _start(_argv(tiny_model_dir, text_folder, out, steps))
+    refused = waiting = None
     try:
-        _check_both(out, steps, first, refused, waiting)
+        _wait_for_lock(out.parent / f".{out.name}.lock", first)
+        os.kill(first.pid, signal.SIGSTOP)
+        assert not (out / "final").exists(), "the first run finished before it was held: raise the step count"
+        refused = _start(_argv(tiny_model_dir, text_folder, out, steps), REPRO_LOCK_WAIT="0")
+        r_out, r_err = refused.communicate(timeout=300)
+        waiting = _start(_argv(tiny_model_dir, text_folder, out, steps))
+        w_head = _read_until(waiting, f"waiting for run {out}: computed by pid {first.pid}")
+        assert first.poll() is None
+        os.kill(first.pid, signal.SIGCONT)
+        _check_both(out, steps, first, refused, r_err, waiting, w_head)
     finally:
         for p in (first, refused, waiting):
-            if p.poll() is None:
+            if p is not None and p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGCONT)
                 p.kill()
                 p.communicate()
 
 
-def _check_both(out, steps, first, refused, waiting) -> None:
+def _wait_for_lock(lock, proc, timeout: float = 240.0) -> None:
+    """Until the run lock file ``lock`` names ``proc`` as its holder (the run has taken its lock), or fail with the
+    process's output."""
+    t0 = time.monotonic()
+    while True:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            if json.loads(lock.read_text())["pid"] == proc.pid:
+                return
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() - t0 < timeout, "the run never took its lock"
+        time.sleep(0.01)
+
+
+def _read_until(proc, text: str, timeout: float = 300.0) -> str:
+    """``proc``'s standard error up to and including the first line holding ``text`` (fails with what it printed
+    if the process ends or ``timeout`` passes first)."""
+    lines: list[str] = []
+    t0 = time.monotonic()
+    while not lines or text not in lines[-1]:
+        line = proc.stderr.readline()
+        assert line or proc.poll() is None, "".join(lines) + proc.communicate()[1]
+        assert time.monotonic() - t0 < timeout, "".join(lines)
+        lines.append(line)
+    return "".join(lines)
+
+
+def _check_both(out, steps, first, refused, r_err, waiting, w_head) -> None:
     """The refusal naming ``first``'s pid, then ``first`` finishing and ``waiting`` refusing the finished run."""
-    r_out, r_err = refused.communicate(timeout=300)
-    assert first.poll() is None, "the first run ended before the refusal: raise the step count"
     assert refused.returncode == 2, r_err
     line = r_err.strip().splitlines()[-1]
     assert "Traceback" not in r_err and [ln for ln in r_err.splitlines() if "error" in ln] == [line], r_err
@@ -73,9 +112,9 @@ def _check_both(out, steps, first, refused, waiting) -> None:
     assert "REPRO_LOCK_WAIT=0" in line and "allowed: another --out, or wait for it" in line
     f_out, f_err = first.communicate(timeout=600)
     assert first.returncode == 0, f_err[-3000:]
-    w_out, w_err = waiting.communicate(timeout=300)
+    w_out, w_rest = waiting.communicate(timeout=300)
+    w_err = w_head + w_rest
     assert waiting.returncode == 2, w_err[-3000:]
-    assert f"waiting for run {out}: computed by pid {first.pid}" in w_err
     assert w_err.strip().splitlines()[-1] == (f"error: --out {str(out)!r} already holds a finished run (final/); "
                                               "allowed: a new folder")
     assert [r["step"] for r in read_jsonl(out / "metrics.jsonl")] == list(range(steps))

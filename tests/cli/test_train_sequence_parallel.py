@@ -65,9 +65,14 @@ def test_train_sequence_parallel_2_matches_one_process(tiny_model_dir, text_fold
         assert rb["grad_norm"] == pytest.approx(ra["grad_norm"], rel=1e-3)
     wa, wb = load_file(one / "final" / "model.safetensors"), load_file(two / "final" / "model.safetensors")
     assert set(wa) <= set(wb)  # the multi-process save also writes the tied head
-    moved = max(float(np.abs(wa[k] - load_file(tiny_model_dir / "model.safetensors")[k]).max()) for k in wa)
-    worst = max(float(np.abs(wa[k] - wb[k]).max()) for k in wa)
-    assert moved > 1e-3 and worst < 1e-3 * moved  # trained, and the two runs agree to rounding
+    w0 = load_file(tiny_model_dir / "model.safetensors")
+    da = np.concatenate([(wa[k] - w0[k]).ravel() for k in wa]).astype(np.float64)
+    db = np.concatenate([(wb[k] - w0[k]).ravel() for k in wa]).astype(np.float64)
+    # Not element by element: Adam's first steps move each weight by about lr * g / |g|, so an entry whose gradient
+    # is near zero turns a last-bit difference of the two reductions into a visible one (3.5e-5 on one CPU, 0 on
+    # another). The updates as a whole agree to rounding on any CPU; the step-0 gradients are compared above.
+    assert np.abs(da).max() > 1e-3  # trained
+    assert np.linalg.norm(da - db) < 1e-3 * np.linalg.norm(da)
     run = json.loads((two / "run.json").read_text())
     assert run["world_size"] == 2 and run["train_config"]["sequence_parallel"] == 2
 
