@@ -11,6 +11,10 @@ padding as much as a full one.
 
 Data parallel: ``W`` is then the all-reduced total over every rank's micro-batches of the step;
 :func:`accumulation_scales` takes it as ``total``.
+
+``weighting="mean"`` (:data:`WEIGHTINGS`) is the conventional average instead, each of ``n`` micro-batches ``1 / n``:
+what the CDT authors' trainer does (DeepSpeed's loss scaling by the accumulation steps), offered for
+:class:`repro.methods.cdt.CDTSpec`'s ``authors_accumulation``.
 """
 
 from __future__ import annotations
@@ -42,14 +46,25 @@ def target_weight(batch: dict[str, torch.Tensor]) -> float:
     return float(batch["weights"][:, 1:].sum())
 
 
-def accumulation_scales(weights: Sequence[float], total: float | None = None) -> list[float]:
+WEIGHTINGS: tuple[str, ...] = ("tokens", "mean")
+"""How micro-batches are weighted: by their valid target weight (``tokens``, ProLong's token mean, the default) or
+each ``1 / n`` (``mean``, the conventional average)."""
+
+
+def accumulation_scales(weights: Sequence[float], total: float | None = None,
+                        weighting: str = "tokens") -> list[float]:
     """The factor each micro-batch's token-mean loss is multiplied by before its backward: ``w_i / total``.
 
     ``weights``: the micro-batches' :func:`target_weight`. ``total``: the step's valid weight; default their sum
     (one process); in data parallel, the all-reduced sum over every rank's micro-batches of the step. A step
-    without any valid weight (``total <= 0``) gets ``1 / n`` each (every token-mean loss is then 0 anyway)."""
+    without any valid weight (``total <= 0``) gets ``1 / n`` each (every token-mean loss is then 0 anyway).
+    ``weighting="mean"``: ``1 / n`` each whatever the weights (``total`` unused)."""
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting={weighting!r}; allowed: {', '.join(WEIGHTINGS)}")
     if any(w < 0 for w in weights):
         raise ValueError(f"weights={list(weights)}; allowed: values >= 0")
+    if weighting == "mean":
+        return [1.0 / len(weights)] * len(weights)
     total = float(sum(weights)) if total is None else float(total)
     if total <= 0:
         return [1.0 / len(weights)] * len(weights)

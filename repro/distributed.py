@@ -27,6 +27,7 @@ One node (or a shared file system) is assumed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -185,7 +186,7 @@ def global_metrics(metrics: dict[str, float], local_weight: float, total_weight:
 
 
 def gradients(accelerator, engine, batch: dict[str, torch.Tensor], micro_batch_size: int,
-              reorder: bool, rows=None) -> dict[str, float]:
+              reorder: bool, rows, state) -> dict[str, float]:
     """Loss and backward of this rank's share of a step's global ``batch`` (:func:`shard_rows`), in micro-batches
     of ``micro_batch_size`` rows (optionally ``reorder``-ed by cost) scaled by :func:`rank_scales`; returns the
     step's global metrics (collective).
@@ -193,7 +194,9 @@ def gradients(accelerator, engine, batch: dict[str, torch.Tensor], micro_batch_s
     ``rows``: this process's sequence-parallel group (:class:`repro.parallel.rows.RowGroup`): the ``N`` ranks of a
     group take the same rows (data-parallel rank ``process_index // N``), each step runs inside
     :func:`repro.parallel.rows.split_rows`, and each rank's scale is ``N`` times its data-parallel one (the
-    engine's average over ``DP x N`` processes is then the group's sum, averaged over the data-parallel ranks)."""
+    engine's average over ``DP x N`` processes is then the group's sum, averaged over the data-parallel ranks).
+    ``state``: the step's :class:`repro.methods.protocol.StepState`, given to the objective with this rank's
+    micro-batch count."""
     import contextlib
 
     from repro.data.balance import order_by_cost
@@ -210,7 +213,7 @@ def gradients(accelerator, engine, batch: dict[str, torch.Tensor], micro_batch_s
     got = []
     for i, (part, scale) in enumerate(zip(parts, scales)):
         with split_rows(rows) if rows is not None else contextlib.nullcontext():
-            loss, metrics = engine(part)
+            loss, metrics = engine(part, dataclasses.replace(state, micro_batches=len(parts)))
             backward(accelerator, engine, loss * (scale * n), last=i == len(parts) - 1)
         got.append(metrics)
     answers = [answer_count(p) for p in parts]
@@ -220,15 +223,16 @@ def gradients(accelerator, engine, batch: dict[str, torch.Tensor], micro_batch_s
 
 class LossModule(torch.nn.Module):
     """The model and its objective as one module, so the engine's forward runs the whole loss: ``forward(batch)``
-    returns ``loss_fn(model, batch)`` (a scalar loss and a metrics dict). Its parameters are the model's."""
+    returns ``loss_fn(model, batch, state)`` (a scalar loss and a metrics dict; ``state``: the step's
+    :class:`repro.methods.protocol.StepState`). Its parameters are the model's."""
 
     def __init__(self, model: torch.nn.Module, loss_fn: Callable):
         super().__init__()
         self.model = model
         self.loss_fn = loss_fn
 
-    def forward(self, batch: dict[str, torch.Tensor]):
-        return self.loss_fn(self.model, batch)
+    def forward(self, batch: dict[str, torch.Tensor], state):
+        return self.loss_fn(self.model, batch, state)
 
 
 def prepare(accelerator, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable,

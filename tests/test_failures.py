@@ -28,14 +28,11 @@ class PoisonedMethod(ToyMethod):
 
     def __init__(self, bad: int | None = None, kind: str = "loss"):
         super().__init__()
-        self.bad, self.kind, self.now = bad, kind, -1
+        self.bad, self.kind = bad, kind
 
-    def before_step(self, step, lr):
-        self.now = step
-
-    def loss(self, model, batch):
+    def loss(self, model, batch, state):
         loss, metrics = clm_step(model, batch, False)
-        if self.now == self.bad:
+        if state.step == self.bad:
             if self.kind == "loss":
                 loss = loss * float("nan")
             else:

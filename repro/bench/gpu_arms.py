@@ -29,6 +29,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from repro.methods.protocol import StepState
+
 POSITION_SPREAD = 4
 """PoSE and LongRecipe map the row's ``T`` tokens into ``[0, POSITION_SPREAD * T)``."""
 DOC_FRACTIONS = (1 / 32, 1 / 4)
@@ -119,13 +121,12 @@ def method_arms(length: int, vocab: int, device: torch.device, bf16: bool, lr: f
         spec = rp_arm(arm).spec.with_(**fields)
         method = SelfDistillation(arm, spec, None, seed=0, pad_id=0, bf16=bf16, longce=longce if spec.longce else None)
         return Arm(name, paper, lambda g: selfdistill_batch(ids, spec, g),
-                   lambda model, batch, step: method.loss(model, batch)[0], note=note)
+                   lambda model, batch, step: method.loss(model, batch, StepState(step, lr))[0], note=note)
 
     cdt = ContextDenoising("cdt", cdt_spec, None, pad_id=None, bf16=bf16)
 
     def cdt_loss(model, batch, step):
-        cdt.before_step(step, lr)
-        return cdt.loss(model, batch)[0]
+        return cdt.loss(model, batch, StepState(step, lr))[0]
 
     shared_note = ("under gradient checkpointing the layers keep no cache, so the shared pass falls back to two full "
                    "passes (repro.models.recomputes_layers)" if checkpointing else "")

@@ -18,9 +18,9 @@
 - :mod:`repro.methods.arms`: the names of the trained arms (``pose``, ``longrecipe_r20``,
   ``flt+replay``, ...) and the one parser for them.
 
-A new method is one module here that decorates its factory with
-:func:`register_method`, plus its import below. Importing this package fills
-:data:`METHODS`.
+The methods the stages build by name (the base curriculum, replay, extension) are registered with
+:func:`register_method` in their modules; importing this package fills :data:`METHODS`. The objectives on their
+rows (self-distillation, CDT, ProLong's mix) are built from their classes.
 """
 
 from repro.methods.registry import METHODS, get_method, register_method

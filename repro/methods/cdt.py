@@ -1,55 +1,9 @@
-"""Context Denoising Training (CDT, §4): detect noise tokens by their embedding gradient, push their embeddings
-down that gradient, then train on the denoised embeddings.
+"""Context Denoising Training (CDT, §4): detect noise tokens by their embedding gradient (Eq. 2), push their
+embeddings down that gradient (Eq. 3), then train on the denoised embeddings (Eq. 4), online every step.
 
-One training step on a batch, as the paper defines it:
-
-1. **Critical-token detection (Eq. 2).** The model's weights are frozen (``requires_grad`` off for the pass, so
-   no weight gradient is ever computed) and the step's CE loss is back-propagated to the input embeddings
-   ``E(x)`` only. Token ``i`` is *noise* (``I(x_i) = 1``) when ``||dL/dE(x_i)||_2`` is below the mean of that
-   norm over its sequence (:func:`noise_mask`).
-2. **Denoising (Eq. 3).** ``E'(x_i) = E(x_i) - I(x_i) * dL/dE(x_i) * lr * beta`` with the step's current learning
-   rate ``lr`` and the strength ``beta`` (:attr:`CDTSpec.beta`; the paper uses 5 for Llama 3).
-3. **Emphasizing training (Eq. 4).** The step's loss is the CE of the model run on ``E'`` (weights unfrozen);
-   the gradient reaches the embedding table through ``E`` (the detection gradient enters as a constant).
-
-All three happen online, every step (the paper's EM remark: the model it detects with is the one being trained).
-
-**"The sequence" of Eq. 2 when rows are packed.** The paper's mean is over a sample's ``n`` tokens. With several
-documents packed into one row we take the mean per document (:attr:`CDTSpec.threshold` ``"document"``, the
-default: the paper's sample is a document); the authors' trainer takes it over the whole packed row
-(``"row"``), offered as a named option. Padding never counts. With one document per row both are the same.
-
-**What the loss is.** The detection and the training use the same loss, the step's weighted CE
-(:func:`repro.loss.chunked_clm_loss`: the batch's token weights, mean over weighted targets), so ``dL/dE`` has the
-scale of that mean: ``lr * beta`` is in the units the paper's Eq. 3 uses.
-
-**Cost.** A CE step is one forward and one full backward. CDT adds one forward and one backward that computes
-activation gradients only (the frozen weights need none): about 1 + (1 + ~1) / 3 ~ 1.7x a CE step where a backward
-costs two forwards and the weight gradients half of it. The authors' trainer runs a full second backward instead,
-and before it a third, discarded pass (below): three forwards and three full backwards, about 3x. ``CD-Cost``
-(:mod:`repro.bench.cdt_cost`, arm ``cdt_authors``) measures both: on the tiny model on CPU at 1024 tokens a
-backward costs only ~1.1 forwards (CPU flash attention, which has no weights, is half the time), so freezing the
-weights saves little and CDT measures ~1.9-2x; where matrix multiplies dominate (8B models on GPUs) the estimate
-above applies.
-
-**Where we differ from the authors' trainer** (LCM-Lab/LOOM-Train at commit 8e27da7, ``trainer/cdt.py``).
-``threshold="row"`` reproduces its step to 1e-16 on unpadded rows; it differs:
-
-- *Padding.* Their Eq. 2 mean is over every position of the row, pad positions included (their gradient there is
-  0), which lowers the threshold: on a padded row they mark fewer real tokens as noise than we do (on one padded
-  row checked against their code: 1 real token where we mark 10). We never count padding.
-- *Gradient accumulation.* Under DeepSpeed gradient accumulation their detection backward goes through the
-  engine, which scales the loss by the accumulation steps, so their ``dL/dE`` (and with it Eq. 3's step) is divided
-  by the accumulation steps; ours is the gradient of the step's own loss at any accumulation.
-- *Packed rows under our default.* Our default ``threshold="document"`` takes Eq. 2's mean per document; on packed
-  rows whose documents carry partly weighted tokens this reclassifies tokens against their per-row mean (on one
-  packed row checked against their code: 16 of 64 tokens). ``threshold="row"`` is theirs.
-- *A third, discarded pass.* Each of their steps first runs a clean forward and a full backward on the token ids
-  (their lines 110-114) whose gradients are zeroed before the denoised pass (their line 139): it changes no update,
-  only the cost (about 3x a CE step, against our ~1.7x). We do not run it; ``CD-Cost``'s ``cdt_authors`` arm does,
-  to time their step.
-- *The detection backward.* Theirs is a full backward (every weight's gradient computed, then zeroed); ours
-  freezes the weights (the same ``dL/dE``, :func:`embedding_gradients`).
+:func:`cdt_loss` is the step's objective (usable in any training loop); :class:`CDTSpec` its settings, ours the
+defaults and the authors' public trainer's as named options. How the step differs from the paper and from the
+authors' trainer, and what it costs: docs/papers/cdt.md.
 """
 
 from __future__ import annotations
@@ -57,39 +11,67 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import torch
 
-from repro.loss import chunked_clm_loss, weighted_clm_loss
-from repro.methods.registry import register_method
+from repro.methods.metrics import LMPass, finish_metrics, lm_loss
 from repro.methods.wrapped import OnInnerRows
 from repro.parallel.rows import group_sum
-from repro.models import forward_hidden, plain_head_weight
-from repro.methods.metrics import finish_metrics
 
 THRESHOLDS = ("document", "row")
 """Where Eq. 2's mean is taken: per document (default) or over the whole packed row (the authors' trainer)."""
+PERTURB_TYPES = ("below", "other", "both")
+"""Which tokens Eq. 3 moves: ``below`` the mean gradient norm, down their gradient (the paper's noise; default);
+``other``, those above it, up their gradient; ``both`` (the authors' trainer's ``opposite``/``other``/``both``)."""
+STEPS = ("lr_beta", "epsilon")
+"""Eq. 3's step size per token: ``lr * beta`` (the paper; default) or ``epsilon / (1 + ||g_i||)`` (the authors'
+trainer's ``epsilon``, with ``||g_i||`` the token's own gradient norm)."""
 
 
 @dataclass(frozen=True)
 class CDTSpec:
-    """The settings of Context Denoising Training."""
+    """The settings of Context Denoising Training: ours by default, the authors' public trainer's as options."""
 
     beta: float = 5.0
     """Denoising strength of Eq. 3 (>= 0; 0 gives exactly the CE step). The paper: 5 for Llama 3 at lr 1e-5."""
     threshold: str = "document"
     """Scope of Eq. 2's mean: ``document`` (each document of a packed row) or ``row`` (the authors' trainer)."""
+    perturb_type: str = "below"
+    """Which tokens move (:data:`PERTURB_TYPES`): ``below`` (the noise of Eq. 2: ``E - s g``), ``other`` (the tokens
+    above the mean: ``E + s g``) or ``both`` (each its way; a token exactly at the mean moves in neither)."""
+    step: str = "lr_beta"
+    """Eq. 3's step size ``s`` (:data:`STEPS`): ``lr_beta`` (``lr * beta``) or ``epsilon``
+    (``epsilon / (1 + ||g_i||)`` per token, independent of the learning rate and of ``beta``)."""
+    epsilon: float | None = None
+    """The ``epsilon`` step's numerator (a finite value > 0, with ``step="epsilon"`` only)."""
+    authors_accumulation: bool = False
+    """The authors' trainer under gradient accumulation over ``n`` micro-batches: the detection gradient (and with
+    it Eq. 3's step and the ``epsilon`` step's norm) is divided by ``n`` (DeepSpeed scales the detection backward),
+    and the micro-batches are weighted ``1 / n`` each instead of by their valid tokens (one process only)."""
 
     def __post_init__(self):
         if not (math.isfinite(self.beta) and self.beta >= 0):
             raise ValueError(f"beta={self.beta!r}; allowed: a finite value >= 0")
-        if self.threshold not in THRESHOLDS:
-            raise ValueError(f"threshold={self.threshold!r}; allowed: {', '.join(THRESHOLDS)}")
+        for name, value, allowed in (("threshold", self.threshold, THRESHOLDS),
+                                     ("perturb_type", self.perturb_type, PERTURB_TYPES), ("step", self.step, STEPS)):
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r}; allowed: {', '.join(allowed)}")
+        if self.step == "epsilon" and not (isinstance(self.epsilon, (int, float)) and math.isfinite(self.epsilon)
+                                           and self.epsilon > 0):
+            raise ValueError(f"epsilon={self.epsilon!r}; allowed: a finite value > 0 with step='epsilon'")
+        if self.step != "epsilon" and self.epsilon is not None:
+            raise ValueError(f"epsilon={self.epsilon!r} with step={self.step!r}; allowed: epsilon=None, or "
+                             "step='epsilon'")
+        if not isinstance(self.authors_accumulation, bool):
+            raise ValueError(f"authors_accumulation={self.authors_accumulation!r}; allowed: True, False")
 
     def with_(self, **kw) -> "CDTSpec":
         """A copy with fields replaced."""
         return replace(self, **kw)
+
+    def detects(self, lr: float) -> bool:
+        """Whether a step at learning rate ``lr`` moves any embedding (else :func:`cdt_loss` is the CE step)."""
+        return self.step == "epsilon" or (self.beta > 0 and lr > 0)
 
 
 @contextlib.contextmanager
@@ -106,27 +88,11 @@ def frozen(model: torch.nn.Module):
             p.requires_grad_(f)
 
 
-def _device(t: torch.Tensor) -> str:
-    return "cpu" if t.device.type == "cpu" else "cuda"
-
-
 def ce_from_embeds(model, embeds: torch.Tensor, batch: dict[str, torch.Tensor], bf16: bool = False,
-                   chunk: int = 2048) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+                   chunk: int = 2048) -> tuple[torch.Tensor, LMPass]:
     """The batch's weighted CE with the model run on ``embeds`` (B, T, H) instead of its own embedding lookup:
-    ``(loss, final hidden states or None, head or None)`` (chunked from the hidden states when the model has a
-    plain head, :func:`repro.models.plain_head_weight`; from the logits otherwise)."""
-    ids, w = batch["input_ids"], batch["weights"]
-    head = plain_head_weight(model)
-    with torch.autocast(_device(ids), dtype=torch.bfloat16, enabled=bf16):
-        if head is not None:
-            hidden = forward_hidden(model, ids, batch.get("position_ids"), batch.get("doc_ids"), inputs_embeds=embeds)
-        else:
-            from repro.models import forward
-
-            logits = forward(model, ids, batch.get("position_ids"), batch.get("doc_ids"), inputs_embeds=embeds).logits
-    if head is not None:
-        return chunked_clm_loss(hidden, head, ids, w, chunk, torch.bfloat16 if bf16 else None), hidden, head
-    return weighted_clm_loss(logits, ids, w)[0], None, None
+    ``(loss, pass)`` (:func:`repro.methods.metrics.lm_loss`: chunked when the model has a plain head)."""
+    return lm_loss(model, batch, bf16, True, chunk, inputs_embeds=embeds)
 
 
 def embedding_gradients(model, batch: dict[str, torch.Tensor], bf16: bool = False, chunk: int = 2048,
@@ -146,12 +112,10 @@ def embedding_gradients(model, batch: dict[str, torch.Tensor], bf16: bool = Fals
     return group_sum(grad), loss.detach()
 
 
-def noise_mask(grad_norm: torch.Tensor, valid: torch.Tensor, doc_ids: torch.Tensor | None = None,
-               threshold: str = "document") -> torch.Tensor:
-    """Eq. 2: ``True`` where a token is noise, i.e. its gradient norm is strictly below the mean norm of its
-    sequence. ``grad_norm``, ``valid`` (non-padding) and ``doc_ids``: (B, T). The mean is over the valid tokens of
-    each document (``threshold="document"``; rows without ``doc_ids`` are one document) or of each whole row
-    (``"row"``). Padding is never noise."""
+def norm_masks(grad_norm: torch.Tensor, valid: torch.Tensor, doc_ids: torch.Tensor | None = None,
+               threshold: str = "document") -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 2's split: ``(below, above)``, (B, T) masks of the valid tokens whose gradient norm is strictly below,
+    or strictly above, the mean norm of their sequence (:func:`noise_mask`). Padding is in neither."""
     if threshold not in THRESHOLDS:
         raise ValueError(f"threshold={threshold!r}; allowed: {', '.join(THRESHOLDS)}")
     if grad_norm.shape != valid.shape:
@@ -168,9 +132,19 @@ def noise_mask(grad_norm: torch.Tensor, valid: torch.Tensor, doc_ids: torch.Tens
     total = torch.zeros(n, dtype=torch.float64, device=norms.device).index_add_(0, g, norms)
     count = torch.zeros(n, dtype=torch.float64, device=norms.device).index_add_(0, g, torch.ones_like(norms))
     mean = total / count.clamp_min(1)
-    out = torch.zeros_like(valid)
-    out[valid] = norms < mean[g]
-    return out
+    below, above = torch.zeros_like(valid), torch.zeros_like(valid)
+    below[valid] = norms < mean[g]
+    above[valid] = norms > mean[g]
+    return below, above
+
+
+def noise_mask(grad_norm: torch.Tensor, valid: torch.Tensor, doc_ids: torch.Tensor | None = None,
+               threshold: str = "document") -> torch.Tensor:
+    """Eq. 2: ``True`` where a token is noise, i.e. its gradient norm is strictly below the mean norm of its
+    sequence. ``grad_norm``, ``valid`` (non-padding) and ``doc_ids``: (B, T). The mean is over the valid tokens of
+    each document (``threshold="document"``; rows without ``doc_ids`` are one document) or of each whole row
+    (``"row"``). Padding is never noise."""
+    return norm_masks(grad_norm, valid, doc_ids, threshold)[0]
 
 
 def denoise(embeds: torch.Tensor, grad: torch.Tensor, noise: torch.Tensor, lr: float, beta: float) -> torch.Tensor:
@@ -180,45 +154,89 @@ def denoise(embeds: torch.Tensor, grad: torch.Tensor, noise: torch.Tensor, lr: f
     return embeds - step.to(embeds.dtype)
 
 
+def token_norms(grad: torch.Tensor) -> torch.Tensor:
+    """(B, T) L2 norms of a (B, T, H) gradient over its hidden dimension, in fp32 (fp64 for fp64)."""
+    return grad.to(torch.float64 if grad.dtype == torch.float64 else torch.float32).norm(dim=-1)
+
+
+def perturb(embeds: torch.Tensor, grad: torch.Tensor, below: torch.Tensor, above: torch.Tensor, spec: CDTSpec,
+            lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 3 under every option of ``spec``: ``E' = E - s_i g_i`` for the ``below`` tokens and ``E + s_i g_i`` for
+    the ``above`` ones (the masks :func:`norm_masks` gives, empty where ``spec.perturb_type`` moves none), with
+    ``s_i = lr * beta`` or ``epsilon / (1 + ||g_i||)`` (``spec.step``). ``grad`` enters as a constant. Returns
+    ``(E', s)``: ``s`` (B, T) the step size of each token (0 where none moves)."""
+    sign = above.to(grad.dtype) - below.to(grad.dtype)  # exactly -1, 0 or 1
+    g = grad.detach()
+    if spec.step == "lr_beta":
+        size = (lr * spec.beta) * sign.abs()
+        shift = (sign[..., None] * g) * (lr * spec.beta)  # -(I g) lr beta for "below": Eq. 3's rounding exactly
+    else:
+        size = spec.epsilon / (1 + token_norms(g)) * sign.abs()
+        shift = (size.to(g.dtype) * sign)[..., None] * g
+    return embeds + shift.to(embeds.dtype), size
+
+
 def valid_tokens(batch: dict[str, torch.Tensor], pad_id: int | None) -> torch.Tensor:
     """Non-padding tokens of a batch: ``input_ids != pad_id`` (all tokens when ``pad_id`` is None)."""
     ids = batch["input_ids"]
     return torch.ones_like(ids, dtype=torch.bool) if pad_id is None else ids != pad_id
 
 
+def denoised(embeds: torch.Tensor, grad: torch.Tensor, batch: dict[str, torch.Tensor], spec: CDTSpec, lr: float,
+             pad_id: int | None = None, micro_batches: int = 1) -> tuple[torch.Tensor, dict[str, float]]:
+    """Eq. 2-3 from the detection gradient ``grad`` = dL/dE (:func:`embedding_gradients`): ``(E', metrics)`` with
+    ``noise_fraction`` (share of valid tokens below the mean), ``signal_fraction`` (above it; ``other``/``both``
+    only) and ``shift`` (mean L2 norm of the embedding change over the tokens moved). ``micro_batches``: the step's
+    accumulation steps, which divide ``grad`` under ``spec.authors_accumulation``."""
+    if spec.authors_accumulation and micro_batches > 1:
+        grad = grad / micro_batches  # DeepSpeed scales the authors' detection backward by 1 / accumulation steps
+    valid = valid_tokens(batch, pad_id)
+    below, above = norm_masks(grad.float().norm(dim=-1), valid, batch.get("doc_ids"), spec.threshold)
+    if spec.perturb_type == "below":
+        above = torch.zeros_like(above)
+    elif spec.perturb_type == "other":
+        below = torch.zeros_like(below)
+    out, size = perturb(embeds, grad, below, above, spec, lr)
+    n_valid = max(int(valid.sum()), 1)
+    moved = below | above
+    metrics = {"noise_fraction": int(below.sum()) / n_valid}
+    if spec.perturb_type != "below":
+        metrics["signal_fraction"] = int(above.sum()) / n_valid
+    if not bool(moved.any()):
+        metrics["shift"] = 0.0
+    elif spec.step == "lr_beta":
+        metrics["shift"] = float(grad[moved].float().norm(dim=-1).mean() * lr * spec.beta)
+    else:
+        metrics["shift"] = float((token_norms(grad) * size)[moved].mean())
+    return out, metrics
+
+
 def cdt_loss(model, batch: dict[str, torch.Tensor], spec: CDTSpec, lr: float, pad_id: int | None = None,
-             bf16: bool = False, chunk: int = 2048,
-             detector: Callable[..., tuple[torch.Tensor, torch.Tensor]] = embedding_gradients,
-             ) -> tuple[torch.Tensor, dict[str, float]]:
+             bf16: bool = False, chunk: int = 2048, micro_batches: int = 1) -> tuple[torch.Tensor, dict[str, float]]:
     """One CDT step's objective (Eq. 2-4) on a batch (``input_ids``, ``weights``; optional ``position_ids``,
     ``doc_ids``, ``answer_group``) at learning rate ``lr``: ``(loss, metrics)``. ``loss`` is the CE on the denoised
     embeddings (call ``backward`` on it as on a CE loss); metrics: ``loss``, ``detect_loss`` (the CE before
-    denoising), ``noise_fraction`` (share of valid tokens marked noise), ``shift`` (mean L2 norm of the
-    embedding change over noise tokens), ``train_em``. Usable in a plain training loop on any HF causal LM.
-
-    ``detector``: the detection pass, called as ``detector(model, batch, bf16, chunk, embeds) -> (dL/dE, loss)``
-    (default :func:`embedding_gradients`; CD-Cost's benchmark passes timed ones, :mod:`repro.bench.cdt_cost`)."""
+    denoising), those of :func:`denoised`, ``train_em``. Usable in a plain training loop on any HF causal LM.
+    ``micro_batches``: the step's accumulation steps (used by ``spec.authors_accumulation`` only)."""
     if not (math.isfinite(lr) and lr >= 0):
         raise ValueError(f"lr={lr!r}; allowed: a finite value >= 0")
+    if micro_batches < 1:
+        raise ValueError(f"micro_batches={micro_batches!r}; allowed: >= 1")
     embeds = model.get_input_embeddings()(batch["input_ids"])
     metrics: dict[str, float] = {}
-    if spec.beta > 0 and lr > 0:
-        grad, detect = detector(model, batch, bf16, chunk, embeds)
-        valid = valid_tokens(batch, pad_id)
-        noise = noise_mask(grad.float().norm(dim=-1), valid, batch.get("doc_ids"), spec.threshold)
-        embeds = denoise(embeds, grad, noise, lr, spec.beta)
-        n_noise = int(noise.sum())
-        metrics.update(detect_loss=float(detect), noise_fraction=n_noise / max(int(valid.sum()), 1),
-                       shift=float(grad[noise].float().norm(dim=-1).mean() * lr * spec.beta) if n_noise else 0.0)
-    loss, hidden, head = ce_from_embeds(model, embeds, batch, bf16, chunk)
-    return finish_metrics(loss, metrics, hidden, head, batch)
+    if spec.detects(lr):
+        grad, detect = embedding_gradients(model, batch, bf16, chunk, embeds)
+        metrics["detect_loss"] = float(detect)
+        embeds, moved = denoised(embeds, grad, batch, spec, lr, pad_id, micro_batches)
+        metrics.update(moved)
+    loss, out = ce_from_embeds(model, embeds, batch, bf16, chunk)
+    return finish_metrics(loss, metrics, out, batch)
 
 
-@register_method("cdt")
 class ContextDenoising(OnInnerRows):
     """CDT on the rows of an inner method (``inner``: e.g. FLT's :class:`repro.methods.Extension` at the target):
-    same batches, the objective of :func:`cdt_loss` with the trainer's current learning rate (the
-    :meth:`before_step` hook).
+    same batches, the objective of :func:`cdt_loss` at the step's learning rate (the trainer's
+    :class:`repro.methods.protocol.StepState`).
 
     ``stop_at``: stop after this many steps of the schedule."""
 
@@ -226,13 +244,11 @@ class ContextDenoising(OnInnerRows):
                  stop_at: int | None = None, chunk: int = 2048):
         self.name, self.spec, self.inner, self.pad_id = name, spec, inner, pad_id
         self.bf16, self.stop_at, self.chunk = bf16, stop_at, chunk
-        self.lr: float | None = None
 
-    def before_step(self, step: int, lr: float) -> None:
-        self.lr = float(lr)
+    @property
+    def micro_batch_weighting(self) -> str:
+        """``mean`` (1 / n each) under the authors' accumulation, else ``tokens``."""
+        return "mean" if self.spec.authors_accumulation else "tokens"
 
-    def loss(self, model, batch):
-        if self.lr is None:
-            raise RuntimeError(f"method {self.name!r}: no learning rate yet; the trainer calls before_step(step, lr) "
-                               "before each loss (call it yourself in a custom loop, or use cdt_loss(..., lr=...))")
-        return cdt_loss(model, batch, self.spec, self.lr, self.pad_id, self.bf16, self.chunk)
+    def loss(self, model, batch, state):
+        return cdt_loss(model, batch, self.spec, state.lr, self.pad_id, self.bf16, self.chunk, state.micro_batches)

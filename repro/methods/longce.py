@@ -59,16 +59,15 @@ take 0.6-0.8x the time of one :func:`repro.train.clm_step` forward + backward, a
 from __future__ import annotations
 
 import inspect
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from repro.loss import chunked_clm_loss, weighted_clm_loss
+from repro.methods.metrics import autocast, head_dtype
 from repro.models import forward, forward_hidden, plain_head_weight
 from repro.parallel.rows import alone, group_sum, share
-from repro.methods.metrics import answer_exact_match, answer_exact_match_hidden
 
 REDUCTIONS: tuple[str, ...] = ("mean", "weighted_mean")
 """``mean``: the official undivided mean ``sum d w ce / sum d``; ``weighted_mean``: ``sum d w ce / sum d w``."""
@@ -172,11 +171,6 @@ def _accepts_logits_to_keep(model: torch.nn.Module) -> bool:
         return False
 
 
-def _autocast(input_ids: torch.Tensor, bf16: bool):
-    device = "cpu" if input_ids.device.type == "cpu" else "cuda"
-    return torch.autocast(device, dtype=torch.bfloat16) if bf16 else nullcontext()
-
-
 @torch.no_grad()
 def short_context_losses(model: torch.nn.Module, input_ids: torch.Tensor, cfg: LongCEConfig,
                          doc_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
@@ -208,7 +202,7 @@ def short_context_losses(model: torch.nn.Module, input_ids: torch.Tensor, cfg: L
     device = input_ids.device
     head = plain_head_weight(model) if chunked else None
     keep_arg = head is None and _accepts_logits_to_keep(model)
-    compute_dtype = torch.bfloat16 if bf16 else None
+    compute_dtype = head_dtype(bf16)
     loss = None
     mask = scored_mask(B, T, cfg, device)
     plan = share(window_plan(T, cfg))  # sequence parallelism: each rank scores its share of the windows alone
@@ -225,7 +219,7 @@ def short_context_losses(model: torch.nn.Module, input_ids: torch.Tensor, cfg: L
                 pos = torch.cat([_window_positions(position_ids, doc_ids, s, L, B, device) for s in part])
                 docs = None if doc_ids is None else torch.cat([doc_ids[:, s:s + L] for s in part])
                 y = ids[:, cfg.window:]
-                with _autocast(input_ids, bf16):
+                with autocast(input_ids, bf16):
                     if head is not None:
                         hidden = forward_hidden(model, ids, pos, docs)
                         h = hidden[:, cfg.window - 1:L - 1]
@@ -307,46 +301,26 @@ def longce_loss_from_ce(ce: torch.Tensor, weights: torch.Tensor, longce_w: torch
     return (ce * dw).sum() / (dw if reduction == "weighted_mean" else d).sum().clamp_min(1e-8)
 
 
-def longce_clm_step(model: torch.nn.Module, batch: dict[str, torch.Tensor], cfg: LongCEConfig, bf16: bool,
-                    chunked: bool = True, chunk: int = 2048,
-                    max_pass_tokens: int = 16384) -> tuple[torch.Tensor, dict[str, float]]:
-    """One batch's LongCE loss and metrics, shaped like :func:`repro.train.clm_step` (a method's ``loss`` hook).
+def longce_clm_term(model: torch.nn.Module, hidden: torch.Tensor, batch: dict[str, torch.Tensor], head: torch.Tensor | None,
+                    bf16: bool, cfg: LongCEConfig, chunk: int = 2048) -> tuple[torch.Tensor, dict[str, float]]:
+    """LongCE's CLM term of one batch from the final hidden states ``hidden`` of its full pass (the LongCE arm's and
+    "skip + LongCE"'s, through :func:`repro.methods.selfdistill.clm_term`): ``(loss, weight metrics)``.
 
-    Runs the short windows (:func:`short_context_losses`, no gradient) first, then the full forward with
-    gradients, ``loss_full`` from it, the weights and the loss (:func:`longce_loss`, or
-    :func:`longce_loss_from_ce` for models without a plain head or with ``chunked=False``). The official code
-    runs the full forward first; the order changes nothing but the memory peak (and the RNG stream, had the
-    model dropout). Metrics: ``loss``; ``longce_mean_weight`` and ``longce_clipped_fraction`` (weights at
-    ``max_weight``), both over the targets with a short score (1 and 0 when none has one); ``train_em`` when the
-    batch has ``answer_group``.
-    """
-    ids, pos, docs = batch["input_ids"], batch.get("position_ids"), batch.get("doc_ids")
-    short, mask = short_context_losses(model, ids, cfg, docs, pos, chunk=chunk, bf16=bf16, chunked=chunked,
-                                       max_pass_tokens=max_pass_tokens)
-    head = plain_head_weight(model) if chunked else None
-    metrics: dict[str, float] = {}
+    Runs the short windows (:func:`short_context_losses`, no gradient), then ``loss_full``, the weights and the loss
+    from ``hidden``: :func:`longce_loss_with_weights` through the plain ``head``, or (``head`` None: models without
+    a plain head) :func:`longce_loss_from_ce` on the model's logits. The official code runs the full forward first;
+    the order changes nothing but the memory peak (and the RNG stream, had the model dropout). Metrics:
+    ``longce_mean_weight`` and ``longce_clipped_fraction`` (:func:`weight_metrics`)."""
+    ids, w = batch["input_ids"], batch["weights"]
+    short, mask = short_context_losses(model, ids, cfg, batch.get("doc_ids"), batch.get("position_ids"),
+                                       chunk=chunk, bf16=bf16, chunked=head is not None)
     if head is not None:
-        with _autocast(ids, bf16):
-            hidden = forward_hidden(model, ids, pos, docs)
-        loss, w = longce_loss_with_weights(hidden, head, ids, batch["weights"], short, mask, cfg, chunk,
-                                           torch.bfloat16 if bf16 else None)
-        if "answer_group" in batch:
-            with torch.no_grad():
-                hit, total = answer_exact_match_hidden(hidden.detach(), head.detach(), ids, batch["answer_group"])
-            if total:
-                metrics["train_em"] = hit / total
+        loss, lw = longce_loss_with_weights(hidden, head, ids, w, short, mask, cfg, chunk, head_dtype(bf16))
     else:
-        with _autocast(ids, bf16):
-            out = forward(model, ids, pos, docs)
-        _, ce = weighted_clm_loss(out.logits, ids, batch["weights"])
-        w = longce_weights(short, ce, mask, cfg.max_weight)
-        loss = longce_loss_from_ce(ce, batch["weights"], w, cfg.reduction)
-        if "answer_group" in batch:
-            hit, total = answer_exact_match(out.logits.detach(), ids, batch["answer_group"])
-            if total:
-                metrics["train_em"] = hit / total
-    metrics.update(weight_metrics(w, mask, cfg.max_weight), loss=float(loss.detach()))
-    return loss, metrics
+        ce = weighted_clm_loss(model.get_output_embeddings()(hidden), ids, w)[1]
+        lw = longce_weights(short, ce.detach(), mask, cfg.max_weight)
+        loss = longce_loss_from_ce(ce, w, lw, cfg.reduction)
+    return loss, weight_metrics(lw, mask, cfg.max_weight)
 
 
 def longce_loss_with_weights(hidden: torch.Tensor, head_weight: torch.Tensor, input_ids: torch.Tensor,

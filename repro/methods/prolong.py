@@ -19,10 +19,8 @@ import numpy as np
 from repro.data.mixing import Mixture
 from repro.data.packing import pack_rows
 from repro.data.streams import merge_pieces
-from repro.methods.registry import register_method
 
 
-@register_method("prolong_mix")
 class ProLongMix:
     """``batch_size`` rows of ``length`` tokens a step from ``mixture`` (see the module docstring)."""
 

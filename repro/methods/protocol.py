@@ -1,12 +1,27 @@
-"""What the trainer (:class:`repro.train.Trainer`) needs from a method: :class:`Method`, and the optional hooks
-(:class:`MethodHooks`, named in :data:`OPTIONAL_HOOKS`) it calls when a method defines them."""
+"""What the trainer (:class:`repro.train.Trainer`) needs from a method: :class:`Method`, the optional hooks
+(:class:`MethodHooks`, named in :data:`OPTIONAL_HOOKS`) it calls when a method defines them, and :class:`StepState`,
+what an objective is told about its step (the objective keeps no state of the trainer's between steps)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import torch
+
+
+@dataclass(frozen=True)
+class StepState:
+    """What the trainer tells a method's ``loss`` about the step it computes (passed on every call)."""
+
+    step: int
+    """The optimizer step (0-based), the one whose batch is being trained."""
+    lr: float
+    """The step's learning rate: the schedule's, times the method's ``lr_scale`` (CDT's Eq. 3 uses it)."""
+    micro_batches: int = 1
+    """Micro-batches the step's batch is split into (gradient accumulation; 1 without). Under data parallelism: this
+    process's micro-batches of the step."""
 
 
 class Method(Protocol):
@@ -45,10 +60,17 @@ class MethodHooks(Protocol):
         decided during training, e.g. the base curriculum's anneal."""
         ...
 
-    def loss(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        """The training objective of one batch: ``(scalar loss, metrics with a "loss" entry)`` (default:
-        :func:`repro.train.clm_step`, the weighted CLM loss). Objectives that are not plain CLM (self-distillation's
-        KL term, LongCE, CDT) define it.
+    micro_batch_weighting: str
+    """How the trainer weights this method's micro-batches (default ``tokens``): ``tokens``, by their share of the
+    step's valid weight (below); ``mean``, each ``1 / n`` of ``n`` (CDT's ``authors_accumulation``, the authors'
+    trainer). :data:`repro.accumulation.WEIGHTINGS`."""
+
+    def loss(self, model: torch.nn.Module, batch: dict[str, torch.Tensor],
+             state: StepState) -> tuple[torch.Tensor, dict[str, float]]:
+        """The training objective of one batch at the step ``state`` (step, learning rate): ``(scalar loss, metrics
+        with a "loss" entry)`` (default: :func:`repro.train.clm_step`, the weighted CLM loss). Objectives that are
+        not plain CLM (self-distillation's KL term, LongCE, CDT) define it; those that need nothing of the step
+        accept ``state`` and ignore it.
 
         With gradient accumulation (``TrainConfig.micro_batch_size``) ``batch`` is one micro-batch, and the loss,
         taken to be a token mean over it, is scaled by the micro-batch's share of the step's valid weight (sum of
@@ -60,10 +82,6 @@ class MethodHooks(Protocol):
         loss (``W / W_i`` times the whole batch's)."""
         ...
 
-    def before_step(self, step: int, lr: float) -> None:
-        """Called before the loss of ``step`` with that step's learning rate (CDT's denoising, Eq. 3, uses it)."""
-        ...
 
-
-OPTIONAL_HOOKS: tuple[str, ...] = ("lr_scale", "loss", "before_step")
+OPTIONAL_HOOKS: tuple[str, ...] = ("lr_scale", "loss", "micro_batch_weighting")
 """The names of :class:`MethodHooks`."""

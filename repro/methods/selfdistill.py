@@ -32,12 +32,17 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 import torch
 
-from repro.loss import KL_DIRECTIONS, chunked_clm_loss, chunked_kl_loss, kl_from_logits, weighted_clm_loss
+from repro.loss import KL_DIRECTIONS, chunked_kl_loss, kl_from_logits
+from repro.methods.longce import longce_clm_term
+from repro.methods.metrics import LMPass, autocast, clm_from_hidden, finish_metrics, head_dtype
+from repro.methods.perturb import attention_noise, no_rope
+from repro.methods.registry import step_rng
+from repro.methods.two_view import perturbed_hidden_naive, perturbed_hidden_shared, standard_pass
 from repro.methods.wrapped import OnInnerRows
-from repro.methods.registry import register_method, step_rng
-from repro.parallel.rows import active as split_rows_active
 from repro.models import plain_head_weight, recomputes_layers
-from repro.methods.metrics import finish_metrics
+from repro.parallel.rows import active as split_rows_active
+from repro.positions import PositionSample
+from repro.positions.views import chunk_permutation_view, cyclic_view, dilation_view, skip_view
 
 VIEWS: tuple[str, ...] = ("skip", "cyclic", "dilation", "chunk_permutation", "nope", "none")
 """Perturbed views (:mod:`repro.positions.views`; ``none``: standard indices)."""
@@ -122,9 +127,6 @@ class SelfDistillSpec:
 def draw_view(spec: SelfDistillSpec, n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
     """The perturbed indices of one ``n``-token sample (relative to standard ``0..n-1``) and its split ``s``
     (positions before ``s`` keep their outputs; 0 for every view but skip)."""
-    from repro.positions import PositionSample
-    from repro.positions.views import chunk_permutation_view, cyclic_view, dilation_view, skip_view
-
     sample = PositionSample(n=n)
     std = np.arange(n, dtype=np.int64)
     if spec.view == "skip":
@@ -179,7 +181,6 @@ def selfdistill_batch(input_ids: torch.Tensor, spec: SelfDistillSpec, rng: np.ra
     return out
 
 
-@register_method("selfdistill")
 class SelfDistillation(OnInnerRows):
     """Full-length extension rows (``inner``: an :class:`repro.methods.Extension` at the target, e.g. FLT's)
     with a perturbed view drawn per row, trained with :func:`selfdistill_loss`.
@@ -201,13 +202,11 @@ class SelfDistillation(OnInnerRows):
         b.update(perturb_rows(self.spec, b["position_ids"], rng, b["input_ids"] != self.pad_id))
         return b
 
-    def loss(self, model, batch):
+    def loss(self, model, batch, state):
         return selfdistill_loss(model, batch, self.spec, self.bf16, self.longce, self.chunk)
 
 
 def _perturbed_context(model, spec: SelfDistillSpec):
-    from repro.methods.perturb import attention_noise, no_rope
-
     if spec.view == "nope":
         return no_rope(model)
     if spec.perturbation == "attention_noise":
@@ -229,25 +228,11 @@ def _logits(model, hidden: torch.Tensor) -> torch.Tensor:
 
 def clm_term(model, hidden: torch.Tensor, batch: dict, head: torch.Tensor | None, bf16: bool, longce=None,
              chunk: int = 2048) -> tuple[torch.Tensor, dict[str, float]]:
-    """The weighted CLM loss of ``hidden`` (the batch's token weights), with LongCE weights when ``longce``."""
-    ids, w = batch["input_ids"], batch["weights"]
-    if longce is not None:  # "skip + LongCE": LongCE's token weights on the standard view's CLM term
-        from repro.methods.longce import longce_loss_from_ce, longce_loss_with_weights, longce_weights, \
-            short_context_losses, weight_metrics
-
-        short, mask = short_context_losses(model, ids, longce, batch.get("doc_ids"), batch.get("position_ids"),
-                                           chunk=chunk, bf16=bf16, chunked=head is not None)
-        if head is not None:
-            loss, lw = longce_loss_with_weights(hidden, head, ids, w, short, mask, longce, chunk,
-                                                torch.bfloat16 if bf16 else None)
-        else:
-            ce = weighted_clm_loss(_logits(model, hidden), ids, w)[1]
-            lw = longce_weights(short, ce.detach(), mask, longce.max_weight)
-            loss = longce_loss_from_ce(ce, w, lw, longce.reduction)
-        return loss, weight_metrics(lw, mask, longce.max_weight)
-    if head is not None:
-        return chunked_clm_loss(hidden, head, ids, w, chunk, torch.bfloat16 if bf16 else None), {}
-    return weighted_clm_loss(_logits(model, hidden), ids, w)[0], {}
+    """The weighted CLM loss of ``hidden`` (the batch's token weights), with LongCE weights when ``longce``
+    ("skip + LongCE", and the LongCE arm: :func:`repro.methods.longce.longce_clm_term`)."""
+    if longce is not None:
+        return longce_clm_term(model, hidden, batch, head, bf16, longce, chunk)
+    return clm_from_hidden(model, hidden, batch["input_ids"], batch["weights"], head, bf16, chunk), {}
 
 
 def kl_term(model, student: torch.Tensor, teacher: torch.Tensor, kl_mask: torch.Tensor, head: torch.Tensor | None,
@@ -261,7 +246,7 @@ def kl_term(model, student: torch.Tensor, teacher: torch.Tensor, kl_mask: torch.
     s, t = student.reshape(-1, student.shape[-1])[sel], teacher.reshape(-1, teacher.shape[-1])[sel]
     wpos = per_pos.reshape(-1)[sel].to(acc)
     if head is not None:
-        return chunked_kl_loss(s, t, head, wpos, direction, chunk, torch.bfloat16 if bf16 else None)
+        return chunked_kl_loss(s, t, head, wpos, direction, chunk, head_dtype(bf16))
     return (kl_from_logits(_logits(model, s), _logits(model, t), direction) * wpos).sum()
 
 
@@ -274,22 +259,19 @@ def selfdistill_loss(model, batch: dict[str, torch.Tensor], spec: SelfDistillSpe
     ``clock``: an object with ``lap(part)`` (e.g. :class:`repro.bench.step_timing.Clock`), told when each part ends:
     ``first_pass`` (the standard view's forward, or PoSE's one view), ``clm`` (its CLM term, LongCE's windows
     included), ``second_pass`` (the perturbed view's forward) and ``consistency`` (the KL or CLM on it)."""
-    from repro.methods.two_view import perturbed_hidden_naive, perturbed_hidden_shared, standard_pass
-
-    device = "cpu" if batch["input_ids"].device.type == "cpu" else "cuda"
-    ids, pos, pert = batch["input_ids"], batch["position_ids"], batch["perturbed_position_ids"]
+    ids, pos, pert = batch["input_ids"], batch["position_ids"], batch.get("perturbed_position_ids")
     doc = batch.get("doc_ids")
     head = plain_head_weight(model)
     metrics: dict[str, float] = {}
     lap = clock.lap if clock is not None else (lambda part: None)
-    with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+    with autocast(ids, bf16):
         if not spec.standard_clm:  # PoSE: CLM on the perturbed view only
             hidden = perturbed_hidden_naive(model, ids, pert, doc)
             lap("first_pass")
             loss, extra = clm_term(model, hidden, batch, head, bf16, longce if spec.longce else None, chunk)
             metrics.update(extra, clm=float(loss.detach()))
             lap("clm")
-            return _finish(loss, metrics, hidden, head, batch)
+            return finish_metrics(loss, metrics, LMPass(hidden, head), batch)
         active = spec.consistency != "none" and spec.lam > 0
         shared = active and spec.view == "skip" and spec.shared_prefix and not recomputes_layers(model) \
             and split_rows_active() is None  # sequence parallelism shards the cache: two passes
@@ -314,8 +296,4 @@ def selfdistill_loss(model, batch: dict[str, torch.Tensor], spec: SelfDistillSpe
             metrics["consistency"] = float(cons.detach())
             lap("consistency")
             loss = clm + spec.lam * cons
-    return _finish(loss, metrics, hidden, head, batch)
-
-
-def _finish(loss, metrics, hidden, head, batch):
-    return finish_metrics(loss, metrics, hidden, head, batch)
+    return finish_metrics(loss, metrics, LMPass(hidden, head), batch)

@@ -15,13 +15,14 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
-from repro.accumulation import accumulation_scales, answer_count, merge_metrics, micro_batches, target_weight
+from repro.accumulation import WEIGHTINGS, accumulation_scales, answer_count, merge_metrics, micro_batches, \
+    target_weight
 from repro.checkpoint_state import check_trainer_state, load_trainer_state, save_trainer_state
 from repro.data.balance import order_by_cost
 from repro.devices import model_device, resolve_device
 from repro.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_text, read_json
 from repro.lora import is_lora, save_final
-from repro.methods.protocol import Method
+from repro.methods.protocol import Method, StepState
 from repro.train.checkpoints import latest_checkpoint, remove_leftovers, step_of, untie
 from repro.train.config import TrainConfig, lr_at
 from repro.train.failures import Interrupted, NonFiniteLoss
@@ -43,9 +44,17 @@ class Trainer:
         self.model, self.method, self.cfg = model, method, cfg
         self.out_dir = Path(out_dir)
         self.loss_fn = loss_fn or getattr(method, "loss", None) or \
-            (lambda m, b: clm_step(m, b, cfg.bf16, cfg.chunked_loss))
+            (lambda m, b, state: clm_step(m, b, cfg.bf16, cfg.chunked_loss))
+        """``loss_fn(model, batch, state)``: the objective of one (micro-)batch at :class:`StepState` ``state``."""
         self.lr_scale = getattr(method, "lr_scale", None)
-        self.before_step = getattr(method, "before_step", None)
+        self.weighting = getattr(method, "micro_batch_weighting", "tokens")
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"method {method.name!r}: micro_batch_weighting={self.weighting!r}; allowed: "
+                             f"{', '.join(WEIGHTINGS)}")
+        if self.weighting != "tokens" and accelerator is not None:
+            raise ValueError(f"method {method.name!r} weights its micro-batches {self.weighting!r}, which the "
+                             "multi-process trainer does not offer; allowed: one process, or micro_batch_weighting "
+                             "'tokens'")
         self.progress = progress
         if accelerator is None:  # a multi-process engine places the model itself (repro.distributed.prepare)
             model.to(resolve_device(cfg.device))
@@ -152,27 +161,28 @@ class Trainer:
             g["lr"] = lr
         return lr
 
-    def _gradients(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
-        """Loss and backward of one step's ``batch`` (in micro-batches with ``micro_batch_size``, the gradient
-        still the whole batch's); returns the step's metrics."""
+    def _gradients(self, batch: dict[str, torch.Tensor], lr: float) -> dict[str, float]:
+        """Loss and backward of one step's ``batch`` at learning rate ``lr`` (in micro-batches with
+        ``micro_batch_size``, the gradient still the whole batch's); returns the step's metrics."""
         if self.engine is not None:
             from repro.distributed import gradients
 
             return gradients(self.accelerator, self.engine, batch, self.cfg.micro_batch_size,
-                             self.cfg.reorder_microbatches, self.rows)
+                             self.cfg.reorder_microbatches, self.rows, StepState(self.step, lr))
         parts = micro_batches(batch, self.cfg.micro_batch_size)
+        state = StepState(self.step, lr, len(parts))
         if len(parts) == 1:
-            loss, metrics = self.loss_fn(self.model, batch)
+            loss, metrics = self.loss_fn(self.model, batch, state)
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             return metrics
         if self.cfg.reorder_microbatches:
             parts = [parts[i] for i in order_by_cost(parts)]
-        scales = accumulation_scales([target_weight(p) for p in parts])
+        scales = accumulation_scales([target_weight(p) for p in parts], weighting=self.weighting)
         self.opt.zero_grad(set_to_none=True)
         got = []
         for part, scale in zip(parts, scales):
-            loss, metrics = self.loss_fn(self.model, part)
+            loss, metrics = self.loss_fn(self.model, part, state)
             (loss * scale).backward()
             got.append(metrics)
         return {**merge_metrics(got, scales, [answer_count(p) for p in parts]), "micro_batches": len(parts)}
@@ -216,9 +226,7 @@ class Trainer:
             t0 = time.perf_counter()
             batch = {k: torch.as_tensor(v, device=self.device) for k, v in self.method.batch(self.step).items()}
             lr = self._set_lr()
-            if self.before_step is not None:
-                self.before_step(self.step, lr)
-            metrics = self._gradients(batch)
+            metrics = self._gradients(batch, lr)
             NonFiniteLoss.check(self.step, "loss", metrics["loss"], self.out_dir)
             check_norm = partial(NonFiniteLoss.check, self.step, "grad_norm", out_dir=self.out_dir)
             if self.engine is not None:

@@ -5,7 +5,7 @@ import numpy as np
 from repro.data.mixing import Mixture
 from repro.data.streams import TaskStream, TokenStream
 from repro.data.synthetic import RetrievalRows
-from repro.methods import get_method
+from repro.methods.prolong import ProLongMix
 
 
 def _method(tok, masks=True, seed=0, props=None):
@@ -15,8 +15,7 @@ def _method(tok, masks=True, seed=0, props=None):
     streams = [TokenStream("long", long_docs, seed=seed), TokenStream("short", short_docs, seed=seed),
                TaskStream("tasks", RetrievalRows(tok, ("niah_single_1",)), seed=seed)]
     mix = Mixture(streams, props or {"long": 0.3, "short": 0.4, "tasks": 0.3}, seed=seed)
-    return get_method("prolong_mix", name="pl", mixture=mix, length=256, batch_size=6, pad_id=tok.pad_token_id,
-                      doc_masks=masks)
+    return ProLongMix(name="pl", mixture=mix, length=256, batch_size=6, pad_id=tok.pad_token_id, doc_masks=masks)
 
 
 def test_masked_and_unmasked_rows_hold_the_same_tokens_and_targets(small_tokenizer):

@@ -9,11 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from repro.methods.cdt import CDTSpec
+from repro.accumulation import WEIGHTINGS
+from repro.data.mixing import Mixture
+from repro.data.streams import TokenStream
+from repro.methods.cdt import CDTSpec, ContextDenoising
 from repro.methods import (EXTENSION_METHODS, METHODS, ArmName, Extension, ExtensionSpec, get_method, parse_arm,
                            register_method)
+from repro.methods.prolong import ProLongMix
 from repro.methods.protocol import OPTIONAL_HOOKS
-from repro.methods.selfdistill import SelfDistillSpec
+from repro.methods.selfdistill import SelfDistillation, SelfDistillSpec
 from repro.profiles import PROFILES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +40,7 @@ def test_registry_is_filled_from_repro_methods_alone_in_a_fresh_interpreter():
             "print(int(any(k == 'repro.stages' or k.startswith('repro.stages.') for k in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     names, stages_loaded = out.stdout.split()
-    assert names == "base_curriculum,cdt,extension,prolong_mix,replay,selfdistill"
+    assert names == "base_curriculum,extension,replay"
     assert stages_loaded == "0"  # methods know nothing of the pipeline
 
 
@@ -177,22 +181,22 @@ def test_every_registered_method_declares_the_protocol(small_tokenizer, corpus_r
         "extension": get_method("extension", name="flt", spec=EXTENSION_METHODS["flt"], target=256, batch_size=2,
                                 retrieval_fraction=0.5, tokenizer=small_tokenizer, corpus=corpus_rows, seed=0),
     }
-    built["selfdistill"] = get_method("selfdistill", name="rp_skip", spec=SelfDistillSpec(), inner=built["extension"],
-                                      seed=0, pad_id=small_tokenizer.pad_token_id)
-    built["cdt"] = get_method("cdt", name="cdt", spec=CDTSpec(), inner=built["extension"],
-                              pad_id=small_tokenizer.pad_token_id)
-    from repro.data.mixing import Mixture
-    from repro.data.streams import TokenStream
-
+    assert set(built) == set(METHODS)  # the methods looked up by name; the objectives are built from their classes
+    built["selfdistill"] = SelfDistillation(name="rp_skip", spec=SelfDistillSpec(), inner=built["extension"], seed=0,
+                                            pad_id=small_tokenizer.pad_token_id)
+    built["cdt"] = ContextDenoising(name="cdt", spec=CDTSpec(), inner=built["extension"],
+                                    pad_id=small_tokenizer.pad_token_id)
     docs = np.split(corpus_rows.tokens, corpus_rows.offsets[1:-1])
-    built["prolong_mix"] = get_method("prolong_mix", name="prolong", mixture=Mixture([TokenStream("code", docs)],
-                                      {"code": 1.0}), length=256, batch_size=2, pad_id=small_tokenizer.pad_token_id)
-    assert set(built) == set(METHODS)
+    built["prolong_mix"] = ProLongMix(name="prolong", mixture=Mixture([TokenStream("code", docs)], {"code": 1.0}),
+                                      length=256, batch_size=2, pad_id=small_tokenizer.pad_token_id)
     for name, m in built.items():
         for member in ("name", "batch", "observe", "finished", "state_dict", "load_state_dict"):
             assert hasattr(m, member), (name, member)
         for hook in OPTIONAL_HOOKS:
-            assert not hasattr(m, hook) or callable(getattr(m, hook)), (name, hook)
+            if hook == "micro_batch_weighting":
+                assert getattr(m, hook, "tokens") in WEIGHTINGS, name
+            else:
+                assert not hasattr(m, hook) or callable(getattr(m, hook)), (name, hook)
 
 
 def test_replay_starts_at_the_curriculum_last_stage(small_tokenizer, corpus_rows):

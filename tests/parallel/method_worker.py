@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from repro.methods.protocol import StepState
 from repro.parallel.workers import run_workers
 from repro.pipeline import REPO
 
@@ -50,7 +51,7 @@ def _parts(argv: list[str]):
 def _loss_fn(parts):
     from repro.train.step import clm_step
 
-    return getattr(parts.method, "loss", None) or (lambda m, b: clm_step(m, b, False, parts.cfg.chunked_loss))
+    return getattr(parts.method, "loss", None) or (lambda m, b, state: clm_step(m, b, False, parts.cfg.chunked_loss))
 
 
 def _batch(parts) -> dict[str, torch.Tensor]:
@@ -67,12 +68,6 @@ def _grads(model: torch.nn.Module) -> np.ndarray:
                       for p in model.parameters() if p.requires_grad]).detach().numpy()
 
 
-def _before(parts, lr: float) -> None:
-    hook = getattr(parts.method, "before_step", None)
-    if hook is not None:
-        hook(0, lr)
-
-
 def reference(argv: list[str], data_parallel: int = 1, two_pass: bool = False) -> dict[str, np.ndarray]:
     """Step 0 of the method of ``argv`` in one process: ``loss`` and ``grads`` of the whole batch, or with
     ``data_parallel`` > 1 of its rows in that many micro-batches (the single-process trainer's accumulation, which
@@ -86,14 +81,13 @@ def reference(argv: list[str], data_parallel: int = 1, two_pass: bool = False) -
     parts = _parts(argv)
     if two_pass and hasattr(getattr(parts.method, "spec", None), "shared_prefix"):
         parts.method.spec = replace(parts.method.spec, shared_prefix=False)
-    _before(parts, parts.cfg.lr)
     parts.model.train()
     batch = _batch(parts)
     shares = micro_batches(batch, int(batch["input_ids"].shape[0]) // data_parallel)
     scales = accumulation_scales([target_weight(p) for p in shares])
     got = []
     for part, scale in zip(shares, scales):
-        loss, metrics = _loss_fn(parts)(parts.model, part)
+        loss, metrics = _loss_fn(parts)(parts.model, part, StepState(0, parts.cfg.lr, len(shares)))
         (loss * scale).backward()
         got.append(metrics)
     loss = got[0]["loss"] if len(got) == 1 else merge_metrics(got, scales, [0] * len(got))["loss"]
@@ -133,14 +127,13 @@ def _worker(spec_path: str, rank: int) -> None:
         rows = setup(parts.model, acc, spec["sp"], spec["layout"]) if spec["sp"] > 1 else None
         opt = torch.optim.SGD(parts.model.parameters(), lr=0.0)
         engine, _ = prepare(acc, parts.model, opt, _loss_fn(parts), 0.0)
-        _before(parts, parts.cfg.lr)
         engine.train()
         seen: list[int] = []  # the decoder's input lengths: a rank's shard of each row, not the row
         hook = parts.model.get_decoder().register_forward_pre_hook(
             lambda m, a, kw: seen.append(int((kw.get("inputs_embeds") if kw.get("input_ids") is None
                                               else kw["input_ids"]).shape[1])), with_kwargs=True)
         batch = _batch(parts)
-        metrics = gradients(acc, engine, batch, 0, False, rows)
+        metrics = gradients(acc, engine, batch, 0, False, rows, StepState(0, parts.cfg.lr))
         hook.remove()
         results[f"{name}/row_length"] = np.asarray(batch["input_ids"].shape[1])
         results[f"{name}/decoder_tokens"] = np.asarray(seen, dtype=np.int64)
