@@ -98,6 +98,11 @@ def test_scales_take_a_data_parallel_total_and_metrics_merge_over_the_step():
     assert accumulation_scales([30, 10]) == [0.75, 0.25]
     assert accumulation_scales([30, 10], total=80) == [0.375, 0.125]  # the other rank holds the other 40
     assert accumulation_scales([0, 0]) == [0.5, 0.5]
+    # the conventional average (the CDT authors' trainer): 1 / n each, whatever the valid weights
+    assert accumulation_scales([30, 10], weighting="mean") == [0.5, 0.5]
+    assert accumulation_scales([30, 10, 0, 1], total=80, weighting="mean") == [0.25] * 4
+    with pytest.raises(ValueError, match="weighting='rows'; allowed: tokens, mean"):
+        accumulation_scales([1, 2], weighting="rows")
     m = merge_metrics([{"loss": 2.0, "train_em": 1.0, "x": 4.0}, {"loss": 4.0, "train_em": 0.0}],
                       [0.75, 0.25], [1, 3])
     assert m == {"loss": 2.5, "train_em": 0.25, "x": 4.0}

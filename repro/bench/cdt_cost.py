@@ -5,7 +5,9 @@ Arms (:data:`CD_COST_ARMS`):
 - ``ce``: the CE step, :func:`repro.train.clm_step` (one forward) and its backward;
 - ``cdt``: the CDT step as implemented, :func:`repro.methods.cdt.cdt_loss` and its backward: the detection is a
   forward and a backward to the input embeddings with the weights frozen (no weight gradient computed), then the
-  CE forward and full backward on the denoised embeddings;
+  CE forward and full backward on the denoised embeddings (timed as :func:`cdt_step`, the same step composed from
+  :mod:`repro.methods.cdt`'s public pieces with a clocked detection; equal to :func:`~repro.methods.cdt.cdt_loss`,
+  tested);
 - ``cdt_authors``: the authors' trainer's step (LCM-Lab/LOOM-Train at 8e27da7, ``trainer/cdt.py``): first a clean
   forward and full backward on the token ids whose gradients are discarded (its lines 110-114, zeroed at line 139;
   :func:`discarded_clean_pass`), then the detection with a full backward that also computes every weight's
@@ -32,8 +34,13 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import torch
 
+from repro.bench.method_flops import Dims, cdt_flops, rows_flops
 from repro.bench.step_timing import Clock, random_rows, summarize
-from repro.methods.cdt import ce_from_embeds, frozen
+from repro.methods.cdt import CDTSpec, ce_from_embeds, denoised, frozen
+from repro.methods.metrics import finish_metrics
+from repro.methods.prepared import PreparedBatches
+from repro.timing import interleaved_rounds
+from repro.train import clm_step
 
 CD_COST_ARMS: dict[str, str | None] = {"ce": None, "cdt": "frozen", "cdt_authors": "authors"}
 """Arm -> its detection pass (None: the CE step, no detection)."""
@@ -45,8 +52,7 @@ PARTS = ("discarded_pass", "detect_forward", "detect_backward", "forward", "back
 
 
 def detection(mode: str = "frozen", clock: Clock | None = None) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
-    """A detection pass for :func:`repro.methods.cdt.cdt_loss`'s ``detector``: ``(model, batch, bf16, chunk,
-    embeds) -> (dL/dE, loss)``. ``mode`` ``frozen``: as :func:`repro.methods.cdt.embedding_gradients` (weights
+    """A detection pass for :func:`cdt_step`: ``(model, batch, bf16, chunk, embeds) -> (dL/dE, loss)``. ``mode`` ``frozen``: as :func:`repro.methods.cdt.embedding_gradients` (weights
     frozen, the backward to the embeddings only); ``full_backward``: the backward also computes every trainable
     weight's gradient (thrown away), as the authors' trainer does; ``authors``: :func:`discarded_clean_pass` first,
     then as ``full_backward`` (the authors' trainer's whole detection). With a ``clock``, the time before the pass
@@ -90,8 +96,6 @@ def discarded_clean_pass(model, batch: dict[str, torch.Tensor], bf16: bool = Fal
     """The authors' trainer's first pass of a step (``trainer/cdt.py`` lines 110-114 at 8e27da7): the CE forward on
     the token ids and a full backward to every trainable weight, whose gradients are then discarded (their line 139
     zeroes them before the denoised pass). Nothing is kept; it costs a CE step's forward and backward."""
-    from repro.train import clm_step
-
     params = [p for p in model.parameters() if p.requires_grad]
     loss, _ = clm_step(model, batch, bf16, chunk=chunk)
     torch.autograd.grad(loss, params, allow_unused=True)
@@ -104,10 +108,24 @@ def full_backward_gradients(model, batch: dict[str, torch.Tensor], bf16: bool = 
     return detection("full_backward")(model, batch, bf16, chunk, embeds)
 
 
+def cdt_step(model, batch: dict[str, torch.Tensor], spec: CDTSpec, lr: float, pad_id: int | None = None,
+             bf16: bool = False, chunk: int = 2048,
+             detect: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None) -> tuple[torch.Tensor, dict]:
+    """:func:`repro.methods.cdt.cdt_loss` composed from its public pieces (the embedding lookup, the detection,
+    :func:`repro.methods.cdt.denoised`, :func:`repro.methods.cdt.ce_from_embeds`) with the detection pass
+    ``detect`` (:func:`detection`; default ``detection("frozen")``) in place of
+    :func:`repro.methods.cdt.embedding_gradients`, so the benchmark times its parts. For ``lr > 0`` and a spec that
+    moves embeddings."""
+    detect = detect or detection("frozen")
+    embeds = model.get_input_embeddings()(batch["input_ids"])
+    grad, detect_loss = detect(model, batch, bf16, chunk, embeds)
+    embeds, moved = denoised(embeds, grad, batch, spec, lr, pad_id)
+    loss, out = ce_from_embeds(model, embeds, batch, bf16, chunk)
+    return finish_metrics(loss, {"detect_loss": float(detect_loss), **moved}, out, batch)
+
+
 def prepared_rows(path, n: int) -> list[dict[str, np.ndarray]]:
     """The first ``n`` batches of a prepared-batches folder (:class:`repro.methods.prepared.PreparedBatches`)."""
-    from repro.methods.prepared import PreparedBatches
-
     data = PreparedBatches(path)
     if not 1 <= n <= data.steps:
         raise ValueError(f"n={n}; allowed: 1..{data.steps} (the folder's batches)")
@@ -145,11 +163,6 @@ def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
     "threads"}}``, timed in ``steps`` interleaved rounds after ``warmup`` untimed ones. The parts' medians need not
     add up to the step's median.
     """
-    from repro.bench.method_flops import Dims, cdt_flops, rows_flops
-    from repro.methods.cdt import CDTSpec, cdt_loss
-    from repro.timing import interleaved_rounds
-    from repro.train import clm_step
-
     if steps < 1 or warmup < 0 or batch_size < 1 or length < 2 or (threads is not None and threads < 1) or settle < 0:
         raise ValueError(f"steps={steps}, warmup={warmup}, batch_size={batch_size}, length={length}, "
                          f"threads={threads}, settle={settle}; allowed: steps >= 1, warmup >= 0, batch_size >= 1, "
@@ -186,7 +199,7 @@ def measure_cd_step_costs(model: torch.nn.Module, lr: float, beta: float,
         if detect is None:
             loss, _ = clm_step(m, b, bf16, chunk=chunk)
         else:
-            loss, _ = cdt_loss(m, b, spec, lr, pad_id, bf16, chunk, detector=detect)
+            loss, _ = cdt_step(m, b, spec, lr, pad_id, bf16, chunk, detect)
         clock.lap("forward")
         opt.zero_grad(set_to_none=True)
         loss.backward()

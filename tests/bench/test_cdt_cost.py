@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from repro.bench.cdt_cost import (CD_COST_ARMS, PARTS, detection, full_backward_gradients, measure_cd_step_costs,
-                                  prepared_rows)
+from repro.bench.cdt_cost import (CD_COST_ARMS, PARTS, cdt_step, detection, full_backward_gradients,
+                                  measure_cd_step_costs, prepared_rows)
 from repro.methods.cdt import CDTSpec, cdt_loss, embedding_gradients
 from repro.profiles import get_profile
 from repro.reports.cdt_training import cd_cost, goal_met, round_ratios
@@ -97,12 +97,12 @@ def test_the_timed_detection_is_cdt_loss_as_implemented():
     base.backward()
     want = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad(set_to_none=True)
-    loss, m1 = cdt_loss(model, batch, spec, 1e-3, detector=detection("frozen"))
+    loss, m1 = cdt_step(model, batch, spec, 1e-3, detect=detection("frozen"))
     loss.backward()
     assert torch.equal(loss, base) and m0 == m1
     assert all(torch.equal(p.grad, want[n]) for n, p in model.named_parameters())
     model.zero_grad(set_to_none=True)
-    full, m2 = cdt_loss(model, batch, spec, 1e-3, detector=full_backward_gradients)
+    full, m2 = cdt_step(model, batch, spec, 1e-3, detect=full_backward_gradients)
     assert abs(float(full.detach() - base.detach())) <= 1e-12 and m2["noise_fraction"] == m0["noise_fraction"]
 
 

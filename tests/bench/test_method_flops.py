@@ -85,8 +85,8 @@ def _matmul_flops(fn) -> float:
 
 def test_matmul_flops_of_real_steps_match_the_count():
     """The body and head FLOPs of the CE step, CDT's step and the prefix-shared skip step, as torch counts them."""
-    from repro.bench.cdt_cost import detection
-    from repro.methods.cdt import CDTSpec, cdt_loss
+    from repro.bench.cdt_cost import cdt_step, detection
+    from repro.methods.cdt import CDTSpec
     from repro.methods.selfdistill import SelfDistillSpec, selfdistill_batch, selfdistill_loss
     from repro.train import clm_step
 
@@ -101,8 +101,7 @@ def test_matmul_flops_of_real_steps_match_the_count():
     assert got == pytest.approx(want, rel=1e-12)
     # CDT (weights frozen in the detection): 5 T B + 5 T H
     spec = CDTSpec(beta=10.0)
-    got = _matmul_flops(lambda: cdt_loss(model, batch, spec, 1e-3, None, False, detector=detection("frozen"))[0]
-                        .backward())
+    got = _matmul_flops(lambda: cdt_step(model, batch, spec, 1e-3, detect=detection("frozen"))[0].backward())
     assert got == pytest.approx(B * 5 * (T * d.body + (T - 1) * d.head), rel=1e-12)
     # skip, prefix-shared: the CE step, 3 (T - s) B for the suffix, 4 (T - s) H for the KL
     sd = SelfDistillSpec()

@@ -9,8 +9,12 @@ import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from repro.loss import chunked_clm_loss, weighted_clm_loss
-from repro.methods.longce import (LongCEConfig, longce_clm_step, longce_loss, longce_weights, per_token_ce,
+from repro.methods.arms import RP_ARMS
+from repro.methods.longce import (LongCEConfig, longce_clm_term, longce_loss, longce_weights, per_token_ce,
                                   scored_mask, short_context_losses, window_plan)
+from repro.methods.metrics import LMPass, autocast, finish_metrics
+from repro.methods.selfdistill import selfdistill_loss
+from repro.methods.two_view import standard_pass
 from repro.models import forward, forward_hidden, plain_head_weight
 
 V = 61
@@ -295,6 +299,18 @@ def test_reduction_is_the_official_undivided_mean():
     assert abs(float(alt.detach()) - float(normalised)) < 1e-12 * float(normalised)
 
 
+def longce_step(model, batch, cfg, bf16=False, chunked=True, chunk=2048):
+    """The LongCE arm's objective as it trains (``rp_longce``: the self-distillation loss with the standard view's CLM
+    term LongCE-weighted and no consistency term); ``chunked=False``: the same term on the model's logits (the path of
+    models without a plain head)."""
+    if chunked:
+        return selfdistill_loss(model, batch, RP_ARMS["rp_longce"].spec, bf16, cfg, chunk)
+    with autocast(batch["input_ids"], bf16):
+        hidden = standard_pass(model, batch["input_ids"], batch["position_ids"], batch.get("doc_ids"))[0]
+    loss, metrics = longce_clm_term(model, hidden, batch, None, bf16, cfg, chunk)
+    return finish_metrics(loss, metrics, LMPass(), batch)
+
+
 def _official_like_loss(model, ids, cfg):
     """Per row as the official code (batch size 1, every token weighted 1), then the mean over all targets."""
     terms = []
@@ -309,7 +325,7 @@ def _official_like_loss(model, ids, cfg):
 
 
 @pytest.mark.parametrize("family, chunked", [("llama", True), ("llama", False), ("qwen3", True)])
-def test_longce_clm_step_equals_the_official_computation(family, chunked):
+def test_the_longce_arm_equals_the_official_computation(family, chunked):
     model = _model(family, tie=family == "llama")
     ids = _ids(2, 41, seed=7)
     cfg = LongCEConfig(window=10, stride=4)
@@ -317,7 +333,7 @@ def test_longce_clm_step_equals_the_official_computation(family, chunked):
     g_ref = _grads(model, ref)
     batch = {"input_ids": ids, "position_ids": torch.arange(41).expand(2, 41),
              "weights": torch.ones(ids.shape, dtype=torch.float64)}
-    loss, metrics = longce_clm_step(model, batch, cfg, bf16=False, chunked=chunked, chunk=9)
+    loss, metrics = longce_step(model, batch, cfg, bf16=False, chunked=chunked, chunk=9)
     g_ours = _grads(model, loss)
     assert abs(float(loss.detach()) - float(ref.detach())) < 1e-12 * float(ref.detach())
     _assert_grads_close(g_ours, g_ref)
@@ -326,13 +342,13 @@ def test_longce_clm_step_equals_the_official_computation(family, chunked):
     assert 0 <= metrics["longce_clipped_fraction"] <= 1
 
 
-def test_longce_clm_step_without_scored_targets_is_the_clm_step():
+def test_the_longce_arm_without_scored_targets_is_the_clm_step():
     from repro.train import clm_step
 
     model = _model()
     ids, pos, d, _ = _data(T=20)
     batch = {"input_ids": ids, "position_ids": pos, "weights": d}
-    loss, metrics = longce_clm_step(model, batch, LongCEConfig(window=20, stride=5), bf16=False)
+    loss, metrics = longce_step(model, batch, LongCEConfig(window=20, stride=5), bf16=False)
     plain, _ = clm_step(model, batch, bf16=False)
     assert float(loss.detach()) == float(plain.detach())
     assert metrics["longce_mean_weight"] == 1.0 and metrics["longce_clipped_fraction"] == 0.0
@@ -344,9 +360,9 @@ def test_bf16_step_runs_and_stays_close_to_fp32():
     batch = {"input_ids": ids, "position_ids": torch.arange(48).expand(2, 48), "weights": torch.ones(ids.shape),
              "answer_group": torch.full(ids.shape, -1).index_fill_(1, torch.tensor([40, 41]), 0)}
     cfg = LongCEConfig(window=16, stride=4)
-    loss32, m32 = longce_clm_step(model, batch, cfg, bf16=False)
-    loss16, m16 = longce_clm_step(model, batch, cfg, bf16=True)
+    loss32, m32 = longce_step(model, batch, cfg, bf16=False)
+    loss16, m16 = longce_step(model, batch, cfg, bf16=True)
     assert loss16.dtype == torch.float32 and torch.isfinite(loss16)
     assert abs(float(loss16.detach()) - float(loss32.detach())) < 3e-2 * float(loss32.detach())
     assert all(torch.isfinite(g).all() for g in _grads(model, loss16).values())
-    assert set(m16) == {"loss", "longce_mean_weight", "longce_clipped_fraction", "train_em"}
+    assert set(m16) == {"loss", "clm", "longce_mean_weight", "longce_clipped_fraction", "train_em"}
