@@ -52,9 +52,10 @@ PARTS = ("discarded_pass", "detect_forward", "detect_backward", "forward", "back
 
 
 def detection(mode: str = "frozen", clock: Clock | None = None) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
-    """A detection pass for :func:`cdt_step`: ``(model, batch, bf16, chunk, embeds) -> (dL/dE, loss)``. ``mode`` ``frozen``: as :func:`repro.methods.cdt.embedding_gradients` (weights
-    frozen, the backward to the embeddings only); ``full_backward``: the backward also computes every trainable
-    weight's gradient (thrown away), as the authors' trainer does; ``authors``: :func:`discarded_clean_pass` first,
+    """A detection pass for :func:`cdt_step`: ``(model, batch, bf16, chunk, embeds) -> (dL/dE, loss)``. ``mode``
+    ``frozen``: as :func:`repro.methods.cdt.embedding_gradients` (weights frozen, the backward to the embeddings
+    only); ``full_backward``: the backward also computes every trainable weight's gradient (thrown away), as the
+    authors' trainer does; ``authors``: :func:`discarded_clean_pass` first,
     then as ``full_backward`` (the authors' trainer's whole detection). With a ``clock``, the time before the pass
     goes to ``forward`` and the pass's own to ``discarded_pass``, ``detect_forward`` and ``detect_backward``."""
     if mode not in DETECTIONS:

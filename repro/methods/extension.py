@@ -9,8 +9,10 @@ whose ``position_ids`` come from a named transform in :mod:`repro.positions`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import numpy as np
 
+from repro import positions
 from repro.data.packing import Segment, pack_rows
 from repro.data.selection import SELECTION_MODES, select_sentences, sentence_bounds
 from repro.data.synthetic import CorpusRows, RetrievalRows
@@ -157,18 +159,14 @@ def token_piece_table(tokenizer) -> np.ndarray:
 def sentence_end_table(tokenizer, pieces: np.ndarray | None = None) -> np.ndarray:
     """Per vocabulary id: does the token's text contain a sentence delimiter (``. ! ? \\n``)?
     ``pieces``: :func:`token_piece_table` of ``tokenizer``, where already computed."""
-    from repro.positions import SENTENCE_DELIMITERS
-
     pieces = token_piece_table(tokenizer) if pieces is None else pieces
-    return np.array([any(d in p for d in SENTENCE_DELIMITERS) for p in pieces], dtype=bool)
+    return np.array([any(d in p for d in positions.SENTENCE_DELIMITERS) for p in pieces], dtype=bool)
 
 
 def _check_params(method: str, spec: ExtensionSpec) -> None:
     """A typo in a transform's parameters is a ValueError naming the allowed ones (not a TypeError
     at the first batch)."""
-    from repro.positions import transform_params
-
-    allowed = transform_params(spec.transform)
+    allowed = positions.transform_params(spec.transform)
     bad = sorted(set(spec.params) - set(allowed))
     if bad:
         raise ValueError(f"method {method!r}: transform {spec.transform!r} got unknown parameter(s) {bad}; "
@@ -178,8 +176,6 @@ def _check_params(method: str, spec: ExtensionSpec) -> None:
 def _transform(name: str, sentence_ends: np.ndarray | None, pieces: np.ndarray | None = None):
     """A position transform ``f(tokens, target, rng, **params) -> positions`` from :mod:`repro.positions`
     (``pieces``: each vocabulary id's text, for transforms that split at token texts)."""
-    from repro import positions
-
     fn = positions.get_transform(name)
     kind = positions.TRANSFORM_INFO[name].kind
     if kind != "positions":

@@ -301,8 +301,9 @@ def longce_loss_from_ce(ce: torch.Tensor, weights: torch.Tensor, longce_w: torch
     return (ce * dw).sum() / (dw if reduction == "weighted_mean" else d).sum().clamp_min(1e-8)
 
 
-def longce_clm_term(model: torch.nn.Module, hidden: torch.Tensor, batch: dict[str, torch.Tensor], head: torch.Tensor | None,
-                    bf16: bool, cfg: LongCEConfig, chunk: int = 2048) -> tuple[torch.Tensor, dict[str, float]]:
+def longce_clm_term(model: torch.nn.Module, hidden: torch.Tensor, batch: dict[str, torch.Tensor],
+                    head: torch.Tensor | None, bf16: bool, cfg: LongCEConfig,
+                    chunk: int = 2048) -> tuple[torch.Tensor, dict[str, float]]:
     """LongCE's CLM term of one batch from the final hidden states ``hidden`` of its full pass (the LongCE arm's and
     "skip + LongCE"'s, through :func:`repro.methods.selfdistill.clm_term`): ``(loss, weight metrics)``.
 

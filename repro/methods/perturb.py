@@ -19,6 +19,10 @@ import contextvars
 import math
 
 import torch
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.masking_utils import eager_mask
+
+from repro.attention.switch import attention_implementation
 
 NOISY_ATTENTION = "repro_attention_noise"
 """Name of the noisy attention function in transformers' attention registry."""
@@ -84,9 +88,6 @@ def noisy_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: t
 def _register() -> None:
     """Register the noisy attention and, for it, transformers' eager mask (a custom attention name gets no
     mask otherwise)."""
-    from transformers import AttentionInterface, AttentionMaskInterface
-    from transformers.masking_utils import eager_mask
-
     AttentionInterface.register(NOISY_ATTENTION, noisy_attention_forward)
     AttentionMaskInterface.register(NOISY_ATTENTION, eager_mask)
 
@@ -97,8 +98,6 @@ def attention_noise(model, std: float):
     model's own attention implementation is back."""
     if not (std >= 0 and math.isfinite(std)):
         raise ValueError(f"std={std!r}; allowed: a finite value >= 0")
-    from repro.attention.switch import attention_implementation
-
     _register()
     token = _NOISE_STD.set(float(std))
     try:

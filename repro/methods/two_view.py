@@ -27,7 +27,10 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from repro.attention.suffix import SUFFIX, register, suffix_layout
+from repro.attention.switch import attention_implementation
 from repro.models import causal_doc_mask, single_document
+from repro.parallel.rows import active, decoder_hidden
 
 
 def _mask(model: torch.nn.Module, input_ids: torch.Tensor, doc_ids: torch.Tensor | None) -> torch.Tensor:
@@ -44,8 +47,6 @@ def standard_pass(model: torch.nn.Module, input_ids: torch.Tensor, position_ids:
     """The standard view's final hidden states (B, T, H) and, with ``cache``, its key/value cache (in the graph).
     Inside :func:`repro.parallel.rows.split_rows`: this rank's tokens through the decoder, the full rows back, no
     cache."""
-    from repro.parallel.rows import active, decoder_hidden
-
     if (rows := active()) is not None:
         if cache:
             raise ValueError("the prefix-shared pass needs the whole rows' key/value cache, which sequence "
@@ -74,9 +75,6 @@ def perturbed_hidden_shared(model: torch.nn.Module, input_ids: torch.Tensor, per
     over the suffixes laid end to end, attending to the cached prefix keys and values
     (:mod:`repro.attention.suffix`).
     """
-    from repro.attention.suffix import SUFFIX, register, suffix_layout
-    from repro.attention.switch import attention_implementation
-
     B, T = input_ids.shape
     if split.shape != (B,) or bool((split < 0).any()) or bool((split >= T).any()):
         raise ValueError(f"split {split.tolist()}: expected one split per row with 0 <= split < T = {T}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from repro.parallel.sequence import LAYOUTS
 from repro.profiles.run import check_device
 from repro.schedules import cosine_decay
 
@@ -94,8 +95,6 @@ class TrainConfig:
         if isinstance(self.sequence_parallel, bool) or not isinstance(self.sequence_parallel, int) \
                 or self.sequence_parallel < 1:
             raise ValueError(f"sequence_parallel={self.sequence_parallel!r}; allowed: an integer >= 1")
-        from repro.parallel.sequence import LAYOUTS
-
         if self.sequence_layout not in LAYOUTS:
             raise ValueError(f"sequence_layout={self.sequence_layout!r}; allowed: {', '.join(LAYOUTS)}")
         if self.micro_batch_size < 0:

@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
+from repro import distributed
 from repro.accumulation import WEIGHTINGS, accumulation_scales, answer_count, merge_metrics, micro_batches, \
     target_weight
 from repro.checkpoint_state import check_trainer_state, load_trainer_state, save_trainer_state
@@ -22,7 +23,9 @@ from repro.data.balance import order_by_cost
 from repro.devices import model_device, resolve_device
 from repro.io import append_jsonl, atomic_dir, atomic_write_json, atomic_write_text, read_json
 from repro.lora import is_lora, save_final
+from repro.manifest import environment
 from repro.methods.protocol import Method, StepState
+from repro.parallel.rows import setup
 from repro.train.checkpoints import latest_checkpoint, remove_leftovers, step_of, untie
 from repro.train.config import TrainConfig, lr_at
 from repro.train.failures import Interrupted, NonFiniteLoss
@@ -74,12 +77,8 @@ class Trainer:
         self.rows = None
         """This process's sequence-parallel group (:class:`repro.parallel.rows.RowGroup`; None without)."""
         if cfg.sequence_parallel > 1:
-            from repro.parallel.rows import setup
-
             self.rows = setup(model, accelerator, cfg.sequence_parallel, cfg.sequence_layout)
         if accelerator is not None:
-            from repro import distributed
-
             plugin = accelerator.state.deepspeed_plugin
             if is_lora(model) and plugin is not None and plugin.zero_stage == 3:
                 raise ValueError("LoRA adapters with DeepSpeed ZeRO stage 3 are not supported (the merged final "
@@ -97,9 +96,7 @@ class Trainer:
     def save_checkpoint(self) -> Path:
         path = self.out_dir / f"ckpt-{self.step}"
         if self.engine is not None:
-            from repro.distributed import save_engine_checkpoint
-
-            save_engine_checkpoint(self.accelerator, self.engine, path, self._write_checkpoint_files)
+            distributed.save_engine_checkpoint(self.accelerator, self.engine, path, self._write_checkpoint_files)
             if not self.main:
                 return path
         else:
@@ -119,9 +116,7 @@ class Trainer:
 
     def load_checkpoint(self, path: Path) -> None:
         if self.engine is not None:
-            from repro.distributed import load_engine_checkpoint
-
-            load_engine_checkpoint(self.accelerator, path)
+            distributed.load_engine_checkpoint(self.accelerator, path)
         else:
             self._load_weights_and_optimizer(path)
         meta = read_json(path / "state.json")
@@ -165,9 +160,7 @@ class Trainer:
         """Loss and backward of one step's ``batch`` at learning rate ``lr`` (in micro-batches with
         ``micro_batch_size``, the gradient still the whole batch's); returns the step's metrics."""
         if self.engine is not None:
-            from repro.distributed import gradients
-
-            return gradients(self.accelerator, self.engine, batch, self.cfg.micro_batch_size,
+            return distributed.gradients(self.accelerator, self.engine, batch, self.cfg.micro_batch_size,
                              self.cfg.reorder_microbatches, self.rows, StepState(self.step, lr))
         parts = micro_batches(batch, self.cfg.micro_batch_size)
         state = StepState(self.step, lr, len(parts))
@@ -230,10 +223,8 @@ class Trainer:
             NonFiniteLoss.check(self.step, "loss", metrics["loss"], self.out_dir)
             check_norm = partial(NonFiniteLoss.check, self.step, "grad_norm", out_dir=self.out_dir)
             if self.engine is not None:
-                from repro.distributed import optimizer_step
-
-                gnorm = optimizer_step(self.accelerator, self.engine, self.opt, self.model, self.cfg.grad_clip,
-                                       check_norm)
+                gnorm = distributed.optimizer_step(self.accelerator, self.engine, self.opt, self.model,
+                                                   self.cfg.grad_clip, check_norm)
             else:
                 gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip or float("inf"))
                 check_norm(gnorm)
@@ -258,9 +249,7 @@ class Trainer:
         self.model.eval()
         state = None
         if self.engine is not None:
-            from repro.distributed import full_state_dict
-
-            state = full_state_dict(self.accelerator, self.engine)
+            state = distributed.full_state_dict(self.accelerator, self.engine)
         if self.main:
             with atomic_dir(final) as tmp:
                 if state is None or is_lora(self.model):  # LoRA (DDP: whole weights on every rank): merged
@@ -279,7 +268,4 @@ def run_environment() -> dict:
     """What a run's bits depend on besides its config: :func:`repro.manifest.environment` (threads, torch version,
     CPU capability and model, library versions) and the number of training processes (``world_size``, 1 without a
     process group)."""
-    from repro.distributed import world_size
-    from repro.manifest import environment
-
-    return {**environment(), "world_size": world_size()}
+    return {**environment(), "world_size": distributed.world_size()}
