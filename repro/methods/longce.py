@@ -1,59 +1,10 @@
 """LongCE (Fang et al., 2025): the CLM loss with each target reweighted by how much the long context helps it.
 
-The weight of target ``t`` is ``w_t = min(exp(loss_short_t - loss_full_t), max_weight)``: the ratio of the
-probability the model gives the target with the whole row before it to the one it gives with a short context
-only. Targets the long context makes predictable get up to ``max_weight`` (5) times the gradient; targets the
-short context predicts as well get about 1; targets the long context hurts get less than 1 (there is no lower
-clip). The weights come from the model being trained (no second model) and carry no gradient.
-
-What the official code does (PKU-ML/LongPPL, ``finetune/finetune.py``: the function ``loss_weight`` and the
-``longce`` branch of the training loop in ``main``), and what this module matches:
-
-* **Full pass.** One forward of the row with gradients; its per-target cross-entropy ``loss_full``.
-* **Short windows.** ``for start in range(0, T - trunc_len, internal)``, with ``trunc_len`` = 4096 (our
-  :attr:`LongCEConfig.window`) and ``internal`` = 1024 (:attr:`LongCEConfig.stride`): the slice
-  ``input_ids[start : start + window + stride]`` (cut at the row's end for the last window) is run through the
-  same model on its own, and only its last ``stride`` targets are scored, i.e. the tokens
-  ``start + window .. start + window + stride - 1``. Each scored target thus sees between ``window`` and
-  ``window + stride - 1`` tokens of context; every target from token ``window`` to the row's end is scored by
-  exactly one window.
-* **Positions inside a window** are ``0 .. L-1``: the official code calls the model on the slice without
-  ``position_ids``, so each window reads as a fresh short sequence with plain causal attention. We pass those
-  positions explicitly with an all-ones ``attention_mask`` (the masking policy of :mod:`repro.models`). For the
-  RoPE families this equals the row's own positions up to rounding (attention sees only position differences;
-  transformers computes the RoPE angles in float32, so a shift costs ~1e-10 relative even in float64).
-* **No gradient, model as it is.** The windows run under ``torch.no_grad()`` in the model's current mode
-  (``train`` during training: the official loop calls ``model.train()`` once and never switches to ``eval`` for
-  the windows; dropout, if the model had any, would apply to them too).
-* **Which targets keep weight 1.** Tokens ``1 .. window - 1`` (the first ``window - 1`` targets) are never
-  scored and keep weight exactly 1. The first window (``start = 0``) is a prefix of the row, so its scored
-  targets see the same context as in the full pass and get ``exp(0) = 1`` up to rounding: in effect the first
-  ``window + stride - 1`` targets have weight 1. We compute that first window too, as the official code does.
-* **Reduction.** ``torch.mean(loss_full * w)``: a plain mean over the row's targets, *not* divided by the
-  weights' sum, so the loss (and the gradient's scale) grows with the mean weight.
-
-Where we generalise (the official code trains one row per step, batch size 1, with every token weighted 1):
-rows of a batch are scored independently (the official ``loss_weight`` reads row 0 only), and our per-token data
-weights ``d`` (answers 1, context 0.05; :func:`repro.loss.chunked_clm_loss`) enter as
-``sum_t d_t w_t ce_t / sum_t d_t``, which is the official mean when every ``d_t`` is 1. Packed rows
-(``doc_ids``) keep their document masks inside a window, and the positions of the window's first (cut)
-document are shifted to start at 0 as above; later documents keep their own restarting positions.
-
-What differs from the papers' text, and why we follow the code: read literally, a "short-context reference
-length" of 4K (RoPE-perturbed self-distillation, App. A.2, after Fang et al.) is a context of exactly that many
-tokens before each target; the official code approximates it with the strided windows above (context ``window``
-to ``window + stride - 1`` tokens, hence App. A.2's "sliding window of 1K"), leaves the first targets at weight 1
-and takes the undivided mean. This reproduction computes LongCE as the official LongPPL code does, so all three
-follow the code. One option names the alternative reduction: ``LongCEConfig(reduction="weighted_mean")``
-divides by ``sum_t d_t w_t`` instead (a normalised weighted mean); there is no option for exact per-target
-contexts (one forward per target).
-
-Cost: the windows are forward passes only, over about ``(T - window) / stride * (window + stride)`` tokens per
-row (for the tiny profile's 1024-token rows, window 256 and stride 64: 12 windows of 320 tokens, 3.75x the
-row), under ``no_grad``; the full pass additionally evaluates the LM head once more without gradient to get
-``loss_full`` before the weighted loss (:func:`per_token_ce`). Measured on a 2-core CPU, one thread, fp32, batch
-8 x 1024 of a 1M-parameter Llama (hidden 128, 3 layers, vocabulary 2048), window 256 and stride 64: the windows
-take 0.6-0.8x the time of one :func:`repro.train.clm_step` forward + backward, a whole LongCE step 1.6-1.85x.
+``w_t = min(exp(loss_short_t - loss_full_t), max_weight)`` (no lower clip; detached), from the model being trained:
+``loss_full`` of the row's full pass, ``loss_short`` of strided short windows (:func:`window_plan`,
+:func:`short_context_losses`), and the loss ``sum_t d_t w_t ce_t / sum_t d_t`` (``d``: the data's token weights;
+:attr:`LongCEConfig.reduction`). Computed as the official LongPPL code does (``finetune/finetune.py``); what that
+code does, where we generalise it, how it differs from the papers' text and what it costs: docs/papers/selfdistill.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
-"""RoPE-perturbed self-distillation (Li et al. 2026, §2): ``L = L_CLM(standard view) + lambda * L_KL``.
+"""RoPE-perturbed self-distillation (Li et al. 2026, §2): ``L = L_CLM(standard view) + lambda * L_KL`` (Eq. 8).
 
-Per sequence, ``L_KL`` is the mean over the positions whose next-token distribution the perturbation can
-change, of ``KL(p_perturbed || sg(p_standard))`` (reverse KL, Eq. 5-6), averaged over the batch's sequences
-(Eq. 7). For the skip view ``r_i = i + y [i >= s]`` those are the outputs at positions ``s .. L-1`` (the
-output at position ``j`` is the distribution of token ``j + 1``; outputs before ``s`` are identical in both
-views), ``L - s`` of them as in Eq. 6's ``1 / (L - s)``; for every other perturbation, all ``L`` positions.
-Evaluation always uses standard indices: the perturbed view exists only inside this loss.
-
-:class:`SelfDistillSpec` holds the method and every control of the paper's ablations (Tables 8-11):
-
-- ``view``: ``skip`` (Eq. 4; ``s ~ U{0..L-1}``, ``y ~ U{1..Y}``, ``Y = max_skip * L``), ``cyclic`` (Eq. 9),
-  ``dilation`` and ``chunk_permutation`` (Table 10), ``nope`` (the perturbed pass without rotary embedding),
-  ``none`` (same indices: the dropout and attention-noise controls);
-- ``perturbation``: ``rope`` (the view's indices), ``dropout`` (two training-mode passes differ by the model's
-  own dropout), ``attention_noise`` (Gaussian noise on the perturbed pass's attention scores);
-- ``consistency``: ``kl`` (the method), ``clm`` (``L_CLM(std) + lambda L_CLM(pert)``: the perturbed view as
-  extra data, Table 8 "w/ CLM"), ``none``; ``direction``: ``reverse`` (default) or ``forward`` KL;
-- ``standard_clm=False`` with ``consistency="none"``: CLM on the perturbed view only, the paper's PoSE
-  baseline (App. A.2: "the same perturbation magnitude as our skip-based method");
-- ``fixed_split``: ``s = y = L/2`` for every sample (Table 8 "w/o random skip");
-- ``shared_prefix``: the skip view's second pass reuses the standard pass's prefix
-  (:func:`repro.methods.two_view.perturbed_hidden_shared`; same loss and gradients, ~1.5x a standard step);
-- ``longce``: LongCE token weights on the CLM term (:mod:`repro.methods.longce`; "skip + LongCE" with the KL).
+Per sequence, ``L_KL`` is the mean over the positions whose next-token distribution the perturbation can change of
+``KL(p_perturbed || sg(p_standard))`` (reverse KL, Eq. 5-6), averaged over the batch's sequences (Eq. 7). For the
+skip view ``r_i = i + y [i >= s]`` (Eq. 4) those are the outputs at positions ``s .. L-1``, ``L - s`` of them as in
+Eq. 6's ``1 / (L - s)``; for every other perturbation, all ``L`` positions. Evaluation always uses standard indices.
+:class:`SelfDistillSpec` holds the method and every control of the paper's ablations (Tables 8-11), one field each;
+where the reproduction differs from the paper: docs/papers/selfdistill.md.
 """
 
 from __future__ import annotations
