@@ -1,9 +1,11 @@
 """One trainer for every method: AdamW, warmup + cosine/constant, clipping, bf16, checkpoints.
 
-A *method* (:class:`repro.methods.protocol.Method`; the built-in ones are registered in
+A *method* (:class:`repro.methods.protocol.Method`; the built-in ones are in
 :mod:`repro.methods`) produces batches as a pure function of the step, may
-compute its own loss, and may keep a small state (the base curriculum's phase);
-the trainer owns optimisation, logging and checkpoints, and knows no method.
+compute its own loss (``loss(model, batch, state)``, told the step and its learning
+rate by :class:`StepState`), and may keep a small state of its data (the base
+curriculum's phase); the trainer owns optimisation, logging and checkpoints, and
+knows no method.
 The loss is averaged over valid (weighted) target tokens of the whole batch,
 not per sequence (ProLong A.3), also when the batch is run in micro-batches
 (gradient accumulation, :mod:`repro.accumulation`).
@@ -29,7 +31,7 @@ layer (:mod:`repro.methods.protocol`, :mod:`repro.methods.metrics`) and are re-e
 
 from repro.loss import chunked_clm_loss, weighted_clm_loss
 from repro.methods.metrics import answer_exact_match, answer_exact_match_hidden, finish_metrics
-from repro.methods.protocol import OPTIONAL_HOOKS, Method, MethodHooks
+from repro.methods.protocol import OPTIONAL_HOOKS, Method, MethodHooks, StepState
 from repro.schedules import cosine_decay
 from repro.train.checkpoints import latest_checkpoint
 from repro.train.config import TrainConfig, lr_at
@@ -38,5 +40,5 @@ from repro.train.step import clm_step
 from repro.train.trainer import Trainer, run_environment
 
 __all__ = ["Trainer", "TrainConfig", "lr_at", "clm_step", "latest_checkpoint", "run_environment", "NonFiniteLoss",
-           "Interrupted", "Method", "MethodHooks", "OPTIONAL_HOOKS", "finish_metrics", "answer_exact_match",
-           "answer_exact_match_hidden", "cosine_decay", "chunked_clm_loss", "weighted_clm_loss"]
+           "Interrupted", "Method", "MethodHooks", "OPTIONAL_HOOKS", "StepState", "finish_metrics",
+           "answer_exact_match", "answer_exact_match_hidden", "cosine_decay", "chunked_clm_loss", "weighted_clm_loss"]
