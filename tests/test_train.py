@@ -133,7 +133,8 @@ def test_the_package_re_exports_the_moved_names():
     from repro.methods import metrics, protocol
 
     for home, names in [(protocol, ("Method", "MethodHooks", "OPTIONAL_HOOKS", "StepState")),
-                        (schedules, ("cosine_decay",)), (metrics, ("finish_metrics", "answer_exact_match", "answer_exact_match_hidden"))]:
+                        (schedules, ("cosine_decay",)),
+                        (metrics, ("finish_metrics", "answer_exact_match", "answer_exact_match_hidden"))]:
         for name in names:
             assert getattr(repro.train, name) is getattr(home, name), name
     assert all(hasattr(repro.train, name) for name in repro.train.__all__)
