@@ -20,7 +20,12 @@ import copy
 import numpy as np
 import torch
 
+from repro.bench.gpu_arms import POSITION_SPREAD, sentence_starts
+from repro.bench.method_flops import Dims, rows_flops, selfdistill_flops
 from repro.bench.step_timing import Clock, random_rows, summarize
+from repro.methods.selfdistill import SelfDistillSpec, perturb_rows, selfdistill_loss
+from repro.positions import PositionSample, longrecipe_alg1, pose
+from repro.timing import interleaved_rounds
 
 COST_ARMS: dict[str, dict] = {
     "Standard": {"consistency": "none"},
@@ -45,9 +50,6 @@ PARTS = ("first_pass", "clm", "second_pass", "consistency", "backward", "optimiz
 def _positions(kind: str, T: int, rng: np.random.Generator) -> np.ndarray:
     """PoSE's or LongRecipe's position ids of a row of ``T`` tokens, as ``bench gpu`` draws them
     (:data:`repro.bench.gpu_arms.POSITION_SPREAD`, sentences of :func:`repro.bench.gpu_arms.sentence_starts`)."""
-    from repro.bench.gpu_arms import POSITION_SPREAD, sentence_starts
-    from repro.positions import PositionSample, longrecipe_alg1, pose
-
     if kind == "pose":
         return pose(PositionSample(n=T), POSITION_SPREAD * T, rng)
     return longrecipe_alg1(PositionSample(n=T, sentence_starts=sentence_starts(T, rng)), POSITION_SPREAD * T, rng)
@@ -62,8 +64,6 @@ def _rows(batches, r: int, batch_size: int, length: int, vocab: int, rng: np.ran
 
 def _batch(rows: dict[str, np.ndarray], fields: dict, spec, pad_id: int | None, rng: np.random.Generator,
            device: torch.device) -> dict[str, torch.Tensor]:
-    from repro.methods.selfdistill import perturb_rows
-
     b = dict(rows)
     if fields.get("positions"):
         B, T = b["input_ids"].shape
@@ -95,10 +95,6 @@ def measure_rp_step_costs(model: torch.nn.Module, batch_size: int, length: int, 
     each timed step after ``settle`` untimed ones of its arm, on the round's rows and its own draw of the views).
     FLOPs are counted per step from the model's shape and the step's own views (:mod:`repro.bench.method_flops`).
     """
-    from repro.bench.method_flops import Dims, rows_flops, selfdistill_flops
-    from repro.methods.selfdistill import SelfDistillSpec, selfdistill_loss
-    from repro.timing import interleaved_rounds
-
     if steps < 1 or warmup < 0 or batch_size < 1 or length < 2 or (threads is not None and threads < 1) or settle < 0:
         raise ValueError(f"steps={steps}, warmup={warmup}, batch_size={batch_size}, length={length}, "
                          f"threads={threads}, settle={settle}; allowed: steps >= 1, warmup >= 0, batch_size >= 1, "
