@@ -4,9 +4,14 @@ the fixes it makes to a model's config, each with one ``warning:`` line (:mod:`r
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
+import numpy as np
+import torch
+
 from repro.cli.common import CLIError, warn
+from repro.io import read_json
 
 MIN_TARGET = 16
 """Shortest ``--target`` accepted (the methods' rows need room for a sentence, its jumps and the loss)."""
@@ -27,8 +32,6 @@ SEED_LIMIT = 1 << 32
 def env_limit(name: str, default: int) -> int:
     """``default``, or the integer >= 1 in environment variable ``name`` (a :class:`CLIError` naming a bad one):
     the explicit way past a sanity bound."""
-    import os
-
     text = os.environ.get(name)
     if text is None:
         return default
@@ -74,10 +77,6 @@ def launch_hint(sp: int) -> str:
 def read_anchors(path: str | None, method: str, vocab: int, needed: bool = False):
     """Anchor token ids from a JSON list or a ``{"anchors": [...]}`` object (``analyze tokens``' output);
     ``needed``: the method selects anchor sentences (a :class:`CLIError` without ``--anchors``)."""
-    import numpy as np
-
-    from repro.io import read_json
-
     if path is None:
         if needed:
             raise CLIError(f"--method {method} selects anchor sentences; allowed: pass --anchors FILE "
@@ -100,8 +99,6 @@ def read_anchors(path: str | None, method: str, vocab: int, needed: bool = False
 def check_lora_rank(model, spec) -> None:
     """A :class:`CLIError` when the LoRA rank exceeds the smallest width (``min(in, out)``) of the linear modules
     it adapts: past that width an adapter is no longer low-rank, only larger on disk."""
-    import torch
-
     widths = {n: min(m.in_features, m.out_features) for n, m in model.named_modules()
               if isinstance(m, torch.nn.Linear) and n.rsplit(".", 1)[-1] in spec.target_modules}
     if not widths:  # no such module: apply_lora names the targets

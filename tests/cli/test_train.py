@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from repro.__main__ import main
+from repro.__main__ import build_parser, main
+from repro.cli.train import arm_spec, run_profile
 from repro.io import read_jsonl
 from repro.pipeline import REPO
 
@@ -73,6 +74,43 @@ def test_bad_arguments_name_the_value_and_write_nothing(tiny_model_dir, text_fol
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert named in err and "allowed" in err
+    assert not out.exists()
+
+
+def test_profile_fields_are_overridden_by_section_field_value(tiny_model_dir, text_folder, tmp_path):
+    argv = [*_args(tiny_model_dir, text_folder, tmp_path / "o", "cdt", 2), "cdt.beta=3", "extend.warmup_steps=1"]
+    argv.insert(3, "selfdistill.bf16=false")  # before the options too
+    p = run_profile(build_parser().parse_args(argv))
+    assert (p.cdt.beta, p.extend.warmup_steps, p.selfdistill.bf16) == (3.0, 1, False)
+    assert (p.extend.steps, p.extend.target_window) == (2, 128)  # the flags still apply
+    spec = arm_spec(p, "cdt")
+    assert spec.cache_fields["cd"]["beta"] == 3.0 and spec.train.warmup_steps == 1 and spec.train.bf16 is False
+    assert main(argv) == 0
+    assert json.loads((tmp_path / "o" / "run.json").read_text())["train_config"]["warmup_steps"] == 1
+    # a field tied to the run's size moves along with it unless named: LongCE's window at most the base window
+    small = run_profile(build_parser().parse_args([*argv, "--base-window", "64"]))
+    assert small.selfdistill.longce_window <= 64
+    named = run_profile(build_parser().parse_args([*argv, "selfdistill.eval_lengths=64,128"]))
+    assert named.selfdistill.eval_lengths == (64, 128)
+
+
+@pytest.mark.parametrize("override,named", [
+    ("cdtx.beta=3", "unknown profile section 'cdtx' in 'cdtx.beta=3'; allowed: corpus, tokenizer"),
+    ("cdt.betx=3", "unknown field 'betx' of section 'cdt' in 'cdt.betx=3'; allowed: beta, threshold"),
+    ("cdt.beta=abc", "cdt.beta='abc' is not a number; allowed: a number"),
+    ("extend.steps=2.5", "extend.steps='2.5' is not an integer; allowed: an integer"),
+    ("cdt.beta=-1", "cdt.beta=-1.0, cdt.threshold='document'; allowed: a finite beta >= 0"),
+    ("cdt.threshold=page", "cdt.threshold='page'; allowed: a finite beta >= 0, threshold document or row"),
+    ("selfdistill.bf16=maybe", "selfdistill.bf16='maybe' is not a bool; allowed: true"),
+    ("extend.target_window=64", "extend.target_window is set by --target; allowed: that flag"),
+    ("cdt", "profile override 'cdt' does not parse; allowed: section.field=value"),
+])
+def test_bad_overrides_are_one_error_line_and_write_nothing(tiny_model_dir, text_folder, tmp_path, capsys, override,
+                                                            named):
+    out = tmp_path / "bad"
+    assert main([*_args(tiny_model_dir, text_folder, out, "cdt", 2), override]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and named in err[0], err
     assert not out.exists()
 
 
