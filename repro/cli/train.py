@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,7 +36,7 @@ from repro.cli.train_checks import (MAX_STEPS, MAX_TARGET, MAX_TOKENS_PER_STEP, 
                                     launch_hint, read_anchors)
 from repro.devices import resolve_device
 from repro.distributed import free_port, is_launched, launched_world_size, make_accelerator
-from repro.io import atomic_write_json
+from repro.io import atomic_write_json, read_json
 from repro.locks import StageLocked, lock_settings, stage_lock
 from repro.lora import LoraSpec, apply_lora
 from repro.profiles import PROFILES, get_profile, scaled_profile
@@ -66,7 +67,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--out", default=None, help="output folder (default: runs/train-<method>-<target>)")
     t.add_argument("--tokenizer", default=None, help="tokenizer folder or tokenizer.json (default: the model's)")
     t.add_argument("--rope-theta", type=positive_float, default=None,
-                   help="RoPE base of the trained model (default: the method's, from the profile)")
+                   help="RoPE base of the trained model (default: the model's own, from its config.json; the "
+                        "papers' bases: selfdistill.rope_theta of the profile for selfdistill/longce/cdt, ProLong's "
+                        "2x dynamic-NTK value for prolong); a one-line note says what changed")
     t.add_argument("--profile", default="tiny", help=f"settings the method starts from: {', '.join(PROFILES)}")
     t.add_argument("--base-window", type=positive_int, default=None,
                    help="the model's original window (default: the profile's, at most the target)")
@@ -166,6 +169,43 @@ def check_batch_split(args: argparse.Namespace) -> None:
                           f"multiple of {dp}, e.g. --batch-size {dp * max(1, round(batch / dp))}")
 
 
+def model_rope(model: str | Path) -> dict:
+    """The RoPE of the model folder's ``config.json``: its ``rope_parameters`` (or the older ``rope_theta`` and
+    ``rope_scaling`` fields), ``rope_type`` and ``rope_theta`` always present."""
+    cfg = read_json(Path(model) / "config.json")
+    rope = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+    rope.setdefault("rope_type", rope.pop("type", "default"))
+    rope.setdefault("rope_theta", float(cfg.get("rope_theta", 10000.0)))
+    return rope
+
+
+def run_rope(method_rope: dict | None, own: dict, rope_theta: float | None) -> tuple[dict | None, str | None]:
+    """``(rope for load_model, notice)`` of a run on the user's model: the model's own RoPE base unless
+    ``--rope-theta`` (``rope_theta``) sets one; a RoPE scaling the profile's ``extend`` section sets (``rope_type``
+    other than ``default``: the paper profile's dynamic NTK) is kept on that base. The notice names what changed
+    (None: nothing; ``rope`` None: the model's own RoPE)."""
+    theta = float(own["rope_theta"] if rope_theta is None else rope_theta)
+    if method_rope is not None and method_rope.get("rope_type", "default") != "default":
+        rope, why = {**method_rope, "rope_theta": theta}, "the profile's extend.rope_type"
+    elif rope_theta is not None and theta != float(own["rope_theta"]):
+        rope, why = {**own, "rope_theta": theta}, "--rope-theta"
+    else:
+        return None, None
+    if rope == own:
+        return None, None
+    return rope, f"RoPE changed from the model's {_show_rope(own)} to {_show_rope(rope)} ({why})"
+
+
+def _show_rope(r: dict) -> str:
+    return f"{r['rope_type']} rope_theta={r['rope_theta']:g}" + (f" factor={r['factor']:g}" if "factor" in r else "")
+
+
+def notice(message: str) -> None:
+    """One ``note: ...`` line on stderr (rank 0 of a launched run): a setting the run changes on purpose."""
+    if launched_rank() == 0:
+        print(f"note: {message}", file=sys.stderr)
+
+
 def arm_of(method: str) -> str:
     """The arm ``--method`` trains: :data:`repro.arms.METHOD_NAMES`' or an arm name of the table."""
     if method in METHOD_NAMES or method in ALIASES:
@@ -178,6 +218,14 @@ def arm_of(method: str) -> str:
     return method
 
 
+def run_bf16(args: argparse.Namespace) -> bool | None:
+    """bf16 autocast of the run: ``--dtype bfloat16`` or ``float32``, or ``auto`` on CUDA (bf16); None for ``auto``
+    on the CPU (the profile's setting)."""
+    if args.dtype == "auto" and resolve_device(args.device).type != "cuda":
+        return None
+    return args.dtype != "float32"
+
+
 def run_profile(args: argparse.Namespace):
     """The ``--profile`` settings with the positional ``section.field=value`` overrides, resized to the run
     (:func:`repro.profiles.scaled_profile`: the target, batch, steps, lr and seed of the arguments, and the fields
@@ -186,12 +234,14 @@ def run_profile(args: argparse.Namespace):
     try:
         overrides = parse_overrides(getattr(args, "overrides", None) or (), FLAG_FIELDS)
         p = get_profile(args.profile).override(**overrides)
+        bf16 = run_bf16(args)
+        precision = {} if bf16 is None else {"bf16": bf16}  # --dtype governs every method's autocast
         p = scaled_profile(p, args.target, base_window=args.base_window, batch_size=args.batch_size,
                            steps=args.steps, lr=args.lr, seed=args.seed,
-                           extend={"threads": 0, "checkpoint_every": args.checkpoint_every,
+                           extend={"threads": 0, "checkpoint_every": args.checkpoint_every, **precision,
                                    **({"sequence_parallel": args.sequence_parallel}
                                       if getattr(args, "sequence_parallel", None) else {})},
-                           run={"device": args.device, "dtype": args.dtype})
+                           selfdistill=precision, run={"device": args.device, "dtype": args.dtype})
         return p.override(**overrides)
     except ValueError as e:
         raise CLIError(str(e)) from e
@@ -292,8 +342,9 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
                        anchors=read_anchors(args.anchors, args.method, len(tok), plan.needs_anchors))
     spec = arm_spec(p, arm, tok, data)
     settings = dict(spec.model)
-    if args.rope_theta is not None:
-        settings["rope"] = {**(settings["rope"] or {"rope_type": "default"}), "rope_theta": float(args.rope_theta)}
+    settings["rope"], note = run_rope(spec.model["rope"], model_rope(args.model), args.rope_theta)
+    if note:
+        notice(note)
     model = load_cli_model(args.model, args.trust_remote_code, attn_implementation=p.model.attn_implementation,
                            **settings)
     if model.config.vocab_size < len(tok):
@@ -313,8 +364,8 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
         except ValueError as e:
             raise CLIError(f"--lora-targets/--lora-trainable: {e}") from e
     cfg = spec.train
-    if args.dtype != "auto" or resolve_device(args.device).type == "cuda":  # bf16 autocast on CUDA by default
-        cfg = replace(cfg, bf16=args.dtype != "float32")
+    if run_bf16(args) is not None:  # bf16 autocast on CUDA by default (the methods' too: run_profile)
+        cfg = replace(cfg, bf16=run_bf16(args))
     if args.gradient_checkpointing:
         cfg = replace(cfg, gradient_checkpointing=True)
     return TrainParts(spec, model, cfg, tok, p, out)
