@@ -60,7 +60,8 @@ def test_every_module_imports_alone_in_a_fresh_interpreter():
 
 def test_methods_import_neither_the_trainer_nor_the_analyses():
     """The methods sit below ``repro.train`` and ``repro.analysis``: no import of either, at module level or inside a
-    function."""
+    function, but for the settings dataclass ``repro.train.config.TrainConfig`` the arm builders return (it imports
+    nothing of the trainer)."""
     bad = []
     for path in sorted((REPO / "repro" / "methods").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -71,7 +72,7 @@ def test_methods_import_neither_the_trainer_nor_the_analyses():
                 names = [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == "repro"
                                          else [])
             bad += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names
-                    if n.split(".")[:2] in (["repro", "train"], ["repro", "analysis"])]
+                    if n.split(".")[:2] in (["repro", "train"], ["repro", "analysis"]) and n != "repro.train.config"]
     assert not bad, bad
 
 
