@@ -41,12 +41,23 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser``'s arguments of ``argv``; a command with positional ``overrides`` (``train``'s
+    ``section.field=value``) takes them anywhere among its options, not only in one run."""
+    args, extra = parser.parse_known_args(argv)
+    if extra and (not hasattr(args, "overrides") or any(e.startswith("-") for e in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit status (2 for a bad argument, with one ``error:`` line on stderr; 130 for
     Ctrl-C, with one line saying what was kept)."""
     try:
         try:
-            args = build_parser().parse_args(argv)
+            args = parse(build_parser(), argv)
         except SystemExit as e:  # argparse has printed its usage error
             return int(e.code or 0)
         return COMMANDS[args.cmd].main(args)

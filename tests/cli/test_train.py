@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from repro.__main__ import build_parser, main
+from repro.__main__ import build_parser, main, parse
 from repro.cli.train import arm_spec, build_parts, model_rope, run_profile, run_rope
 from repro.models import build_tiny
 from repro.profiles import ModelConfig
@@ -82,7 +82,7 @@ def test_bad_arguments_name_the_value_and_write_nothing(tiny_model_dir, text_fol
 def test_profile_fields_are_overridden_by_section_field_value(tiny_model_dir, text_folder, tmp_path):
     argv = [*_args(tiny_model_dir, text_folder, tmp_path / "o", "cdt", 2), "cdt.beta=3", "extend.warmup_steps=1"]
     argv.insert(3, "selfdistill.bf16=false")  # before the options too
-    p = run_profile(build_parser().parse_args(argv))
+    p = run_profile(parse(build_parser(), argv))
     assert (p.cdt.beta, p.extend.warmup_steps, p.selfdistill.bf16) == (3.0, 1, False)
     assert (p.extend.steps, p.extend.target_window) == (2, 128)  # the flags still apply
     spec = arm_spec(p, "cdt")
@@ -90,9 +90,9 @@ def test_profile_fields_are_overridden_by_section_field_value(tiny_model_dir, te
     assert main(argv) == 0
     assert json.loads((tmp_path / "o" / "run.json").read_text())["train_config"]["warmup_steps"] == 1
     # a field tied to the run's size moves along with it unless named: LongCE's window at most the base window
-    small = run_profile(build_parser().parse_args([*argv, "--base-window", "64"]))
+    small = run_profile(parse(build_parser(), [*argv, "--base-window", "64"]))
     assert small.selfdistill.longce_window <= 64
-    named = run_profile(build_parser().parse_args([*argv, "selfdistill.eval_lengths=64,128"]))
+    named = run_profile(parse(build_parser(), [*argv, "selfdistill.eval_lengths=64,128"]))
     assert named.selfdistill.eval_lengths == (64, 128)
 
 
