@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,10 +32,10 @@ from repro.cli.common import (CLIError, CommandInterrupted, RankAgreedError, add
 from repro.cli.data import DATA_KINDS, parse_data_spec
 from repro.cli.train_checks import (MAX_STEPS, MAX_TARGET, MAX_TOKENS_PER_STEP, MIN_TARGET, SEED_LIMIT,  # noqa: F401
                                     check_counts, check_lora_rank, check_step_tokens, env_limit, fit_config,
-                                    launch_hint, read_anchors)
+                                    launch_hint, model_rope, notice, read_anchors, run_rope)
 from repro.devices import resolve_device
 from repro.distributed import free_port, is_launched, launched_world_size, make_accelerator
-from repro.io import atomic_write_json, read_json
+from repro.io import atomic_write_json
 from repro.locks import StageLocked, lock_settings, stage_lock
 from repro.lora import LoraSpec, apply_lora
 from repro.profiles import PROFILES, get_profile, scaled_profile
@@ -167,43 +166,6 @@ def check_batch_split(args: argparse.Namespace) -> None:
     split = f"WORLD_SIZE={world}" + (f" / --sequence-parallel {sp}" if sp > 1 else "")
     raise RankAgreedError(f"{given} cannot be split over {dp} data-parallel processes ({split}); allowed: a "
                           f"multiple of {dp}, e.g. --batch-size {dp * max(1, round(batch / dp))}")
-
-
-def model_rope(model: str | Path) -> dict:
-    """The RoPE of the model folder's ``config.json``: its ``rope_parameters`` (or the older ``rope_theta`` and
-    ``rope_scaling`` fields), ``rope_type`` and ``rope_theta`` always present."""
-    cfg = read_json(Path(model) / "config.json")
-    rope = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
-    rope.setdefault("rope_type", rope.pop("type", "default"))
-    rope.setdefault("rope_theta", float(cfg.get("rope_theta", 10000.0)))
-    return rope
-
-
-def run_rope(method_rope: dict | None, own: dict, rope_theta: float | None) -> tuple[dict | None, str | None]:
-    """``(rope for load_model, notice)`` of a run on the user's model: the model's own RoPE base unless
-    ``--rope-theta`` (``rope_theta``) sets one; a RoPE scaling the profile's ``extend`` section sets (``rope_type``
-    other than ``default``: the paper profile's dynamic NTK) is kept on that base. The notice names what changed
-    (None: nothing; ``rope`` None: the model's own RoPE)."""
-    theta = float(own["rope_theta"] if rope_theta is None else rope_theta)
-    if method_rope is not None and method_rope.get("rope_type", "default") != "default":
-        rope, why = {**method_rope, "rope_theta": theta}, "the profile's extend.rope_type"
-    elif rope_theta is not None and theta != float(own["rope_theta"]):
-        rope, why = {**own, "rope_theta": theta}, "--rope-theta"
-    else:
-        return None, None
-    if rope == own:
-        return None, None
-    return rope, f"RoPE changed from the model's {_show_rope(own)} to {_show_rope(rope)} ({why})"
-
-
-def _show_rope(r: dict) -> str:
-    return f"{r['rope_type']} rope_theta={r['rope_theta']:g}" + (f" factor={r['factor']:g}" if "factor" in r else "")
-
-
-def notice(message: str) -> None:
-    """One ``note: ...`` line on stderr (rank 0 of a launched run): a setting the run changes on purpose."""
-    if launched_rank() == 0:
-        print(f"note: {message}", file=sys.stderr)
 
 
 def arm_of(method: str) -> str:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from repro.cli.common import CLIError, warn
+from repro.cli.common import CLIError, launched_rank, warn
 from repro.io import read_json
 
 MIN_TARGET = 16
@@ -126,3 +127,40 @@ def fit_config(model, tok, target: int, out: Path) -> None:
         cfg.max_position_embeddings = target
     if getattr(cfg, "pad_token_id", 0) is None and tok.pad_token_id is not None:
         cfg.pad_token_id = tok.pad_token_id
+
+
+def model_rope(model: str | Path) -> dict:
+    """The RoPE of the model folder's ``config.json``: its ``rope_parameters`` (or the older ``rope_theta`` and
+    ``rope_scaling`` fields), ``rope_type`` and ``rope_theta`` always present."""
+    cfg = read_json(Path(model) / "config.json")
+    rope = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+    rope.setdefault("rope_type", rope.pop("type", "default"))
+    rope.setdefault("rope_theta", float(cfg.get("rope_theta", 10000.0)))
+    return rope
+
+
+def run_rope(method_rope: dict | None, own: dict, rope_theta: float | None) -> tuple[dict | None, str | None]:
+    """``(rope for load_model, notice)`` of a run on the user's model: the model's own RoPE base unless
+    ``--rope-theta`` (``rope_theta``) sets one; a RoPE scaling the profile's ``extend`` section sets (``rope_type``
+    other than ``default``: the paper profile's dynamic NTK) is kept on that base. The notice names what changed
+    (None: nothing; ``rope`` None: the model's own RoPE)."""
+    theta = float(own["rope_theta"] if rope_theta is None else rope_theta)
+    if method_rope is not None and method_rope.get("rope_type", "default") != "default":
+        rope, why = {**method_rope, "rope_theta": theta}, "the profile's extend.rope_type"
+    elif rope_theta is not None and theta != float(own["rope_theta"]):
+        rope, why = {**own, "rope_theta": theta}, "--rope-theta"
+    else:
+        return None, None
+    if rope == own:
+        return None, None
+    return rope, f"RoPE changed from the model's {_show_rope(own)} to {_show_rope(rope)} ({why})"
+
+
+def _show_rope(r: dict) -> str:
+    return f"{r['rope_type']} rope_theta={r['rope_theta']:g}" + (f" factor={r['factor']:g}" if "factor" in r else "")
+
+
+def notice(message: str) -> None:
+    """One ``note: ...`` line on stderr (rank 0 of a launched run): a setting the run changes on purpose."""
+    if launched_rank() == 0:
+        print(f"note: {message}", file=sys.stderr)
