@@ -3,11 +3,14 @@ model and every batch, and :class:`repro.devices.DeviceGuard` over the trainer w
 generator and the analyses (a tensor created without a device next to the model's tensors is what fails on a GPU).
 """
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
-from repro import recipes
+from repro.arms import METHOD_NAMES, ArmData, build_arm, prepare_model
+from repro.profiles import scaled_profile
 from repro.devices import DeviceGuard, DeviceMismatch, model_device, resolve_device, resolve_dtype
 from repro.models import build_tiny
 from repro.profiles import ModelConfig, get_profile
@@ -109,20 +112,21 @@ def _recipe_run(method: str, tok, **cfg_overrides):
     """(model, method, train config) of one command-line method on a tiny model, rows and streams built here."""
     from repro.data.streams import TokenStream
 
-    arm = recipes.cli_methods()[method]
-    p = recipes.scaled_profile(get_profile("smoke"), 128, base_window=64, steps=2, batch_size=2,
-                               extend={"threads": 0, "checkpoint_every": 0})
+    arm = METHOD_NAMES[method]
+    p = scaled_profile(get_profile("smoke"), 128, base_window=64, steps=2, batch_size=2,
+                       extend={"threads": 0, "checkpoint_every": 0})
     docs, rows = _rows(tok)
-    streams = None
-    if recipes.recipe_of(arm).data == "streams":
+    plan = build_arm(p, arm)
+    if plan.data == "streams":
         short = [d[:50] for d in docs]
-        streams = [TokenStream(n, docs if n in p.prolong.long_streams else short, seed=0) for n, _ in p.prolong.sources]
-    anchors = np.arange(3, 60) if recipes.recipe_of(arm).needs_anchors(arm) else None
-    m = recipes.build_method(p, arm, tok, corpus_rows=rows, streams=streams, anchors=anchors)
-    settings = recipes.model_settings(p, arm)
-    model = _model(len(tok), max(512, settings.get("max_positions") or 0))
-    recipes.prepare_model(p, m, model)
-    return model, m, recipes.train_config(p, arm, **{"max_steps": 2, **cfg_overrides})
+        data = ArmData(streams=[TokenStream(n, docs if n in p.prolong.long_streams else short, seed=0)
+                                for n, _ in p.prolong.sources])
+    else:
+        data = ArmData(corpus_rows=rows, anchors=np.arange(3, 60) if plan.needs_anchors else None)
+    spec = build_arm(p, arm, tok, data)
+    model = _model(len(tok), max(512, spec.model.get("max_positions") or 0))
+    prepare_model(p, spec.method, model)
+    return model, spec.method, replace(spec.train, **{"max_steps": 2, **cfg_overrides})
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -9,7 +9,7 @@ import pytest
 
 from repro.io import read_json
 from repro.pipeline import NOTEBOOKS, REPO, reproduce
-from repro.recipes import extension_arms
+from repro.arms import extension_arms
 
 SMOKE_FIGURES = {"TB-BaseLoss.png", "TB-ExtLoss.png", "TB-NIAH.png", "TB-NIAH.csv", "TB-NIAH.md",
                  "LR-Fig2.png", "LR-Fig2.csv", "LR-Alg1.png", "INDEX.md", "index.json",

@@ -195,8 +195,8 @@ def train_parts(model, shape: Shape, lengths: tuple[int, ...], cfg: GPUBenchConf
     from repro.bench.gpu_arms import method_arms
     from repro.methods.longce import LongCEConfig
     from repro.profiles import get_profile
-    from repro.recipes.cdt import cdt_spec
-    from repro.recipes.selfdistill import longce_config
+    from repro.methods.cdt import cdt_spec
+    from repro.methods.selfdistill import longce_config
 
     paper = get_profile("paper")
     longce, spec = cfg.longce or longce_config(paper), cdt_spec(paper)

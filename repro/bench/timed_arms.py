@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import shutil
 import statistics
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -67,7 +68,7 @@ def measure_timed_arms(profile, run_dir: str | Path, arms: Sequence[str] | None 
     CD-Cost's arms on the same rows at the same threads in ``bench_steps`` interleaved rounds. Returns
     ``{"trained": {arm: [median seconds per timed step, per round]}, "rp": RP-Cost's measurement, "cd": CD-Cost's
     (or None), "threads": ..., "rounds", "steps", "settle"}``."""
-    from repro import recipes
+    from repro.arms import ArmData, build_arm, prepare_model
     from repro.bench.cdt_cost import measure_cd_step_costs, prepared_rows
     from repro.bench.selfdistill_cost import measure_rp_step_costs
     from repro.bench.selfdistill_cost import COST_ARMS
@@ -75,7 +76,7 @@ def measure_timed_arms(profile, run_dir: str | Path, arms: Sequence[str] | None 
     from repro.methods.prepared import PreparedBatches
     from repro.models import load_model, rope_parameters
     from repro.recipes.plans import TIMED_ARMS, timed_threads
-    from repro.recipes.selfdistill import longce_config
+    from repro.methods.selfdistill import longce_config
     from repro.stages.arms import prepare_extension_data
     from repro.stages.cache import as_profile
     from repro.stages.corpus import build_corpus
@@ -97,17 +98,17 @@ def measure_timed_arms(profile, run_dir: str | Path, arms: Sequence[str] | None 
     total = rounds * steps
     rows = {}
     for arm in arms:
-        m = recipes.build_method(p, arm, tok, corpus_rows=corpus.rows())
+        m = build_arm(p, arm, tok, ArmData(corpus_rows=corpus.rows())).method
         rows[arm] = prepare_extension_data(p, arm, m, run_dir, steps=max(total, bench_steps + 1))
         shutil.rmtree(run_dir / f"timed-{arm}", ignore_errors=True)
     trained: dict[str, list[float]] = {a: [] for a in arms}
     for r in range(rounds):
         for arm in arms:
-            model = load_model(base, attn_implementation=p.model.attn_implementation,
-                               **recipes.model_settings(p, arm))
-            m = recipes.build_method(p, arm, tok, corpus_rows=corpus.rows())
-            recipes.prepare_model(p, m, model)
-            cfg = recipes.train_config(p, arm, max_steps=(r + 1) * steps, checkpoint_every=steps, threads=threads)
+            spec = build_arm(p, arm, tok, ArmData(corpus_rows=corpus.rows()))
+            model = load_model(base, attn_implementation=p.model.attn_implementation, **spec.model)
+            m = spec.method
+            prepare_model(p, m, model)
+            cfg = replace(spec.train, max_steps=(r + 1) * steps, checkpoint_every=steps, threads=threads)
             out = run_dir / f"timed-{arm}"
             Trainer(model, PreparedBatches(rows[arm], inner=m), cfg, out, progress=progress).train()
             secs = [x["seconds"] for x in metrics(out)[r * steps:]]

@@ -69,7 +69,7 @@ def ig(args: argparse.Namespace, out: Path) -> dict:
     """CDT's scores of ``--model`` with ``--profile``'s CDT settings at ``--length``."""
     from repro.analysis.cdt_record import analysis_min_length, cd_record
     from repro.profiles import get_profile
-    from repro.recipes import scaled_profile
+    from repro.profiles import scaled_profile
 
     path = model_dir(args.model)
     if not (path / "tokenizer.json").exists():

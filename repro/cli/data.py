@@ -87,7 +87,7 @@ def prolong_streams(p, docs: Sequence[np.ndarray], spec: str, seed: int) -> list
     streams keep the documents of at least the long threshold, the others the shorter ones."""
     from repro.data.long_sources import split_by_length
     from repro.data.streams import TokenStream
-    from repro.recipes.prolong import long_threshold
+    from repro.methods.prolong import long_threshold
 
     thr, out = long_threshold(p), []
     for name, _ in p.prolong.sources:

@@ -1,16 +1,16 @@
 """``python -m repro reproduce --profile NAME --dry-run``: check a profile end to end without training it.
 
 1. ``config``: the profile validates, and every arm its training notebook trains
-   (:func:`repro.recipes.extension_arms`) parses and gets its training config
-   (:func:`repro.recipes.train_config`).
+   (:func:`repro.arms.extension_arms`) parses and gets its training config
+   (:func:`repro.arms.build_arm`).
 2. ``source``: every data source the profile reads (``corpus.sources``, ``prolong.sources``) and pretrained model
    or tokenizer it names exists (local folders; hub ids must be in the local cache); a missing one is reported and
    the check continues.
 3. ``accel``: every ``configs/*.json`` parses, and the profile's DeepSpeed config resolves for each arm's rows per
    step (:func:`repro.accel.load_deepspeed_config`: batch divisibility).
-4. ``step``: one optimizer step of each method (:func:`repro.recipes.cli_methods`) through the same
-   recipes as the stages, with the profile's settings resized to a :data:`STEP_TARGET`-token target
-   (:func:`repro.recipes.scaled_profile`), a tiny random Llama, a small BPE tokenizer and the built-in
+4. ``step``: one optimizer step of each method (:data:`repro.arms.METHOD_NAMES`) through the same
+   arm table as the stages, with the profile's settings resized to a :data:`STEP_TARGET`-token target
+   (:func:`repro.profiles.scaled_profile`), a tiny random Llama, a small BPE tokenizer and the built-in
    corpus (substitutions are printed in the notes: ``sdpa`` for the attention, built-in streams for missing
    ProLong sources, the most frequent tokens as LongRecipe's anchors, single process instead of DeepSpeed).
 5. ``engine``: when the profile names a DeepSpeed config, one optimizer step of ``pose`` through it, in a process
@@ -27,6 +27,7 @@ import math
 import tempfile
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -68,15 +69,14 @@ def _local(spec_path: str) -> Path | None:
 def check_configs(p, report: Report) -> None:
     """Every arm of the profile parses and gets a training config."""
     from repro.methods.arms import parse_arm
-    from repro.recipes import extension_arms, replicate_profile, train_config
+    from repro.arms import build_arm, extension_arms
 
     arms = extension_arms(p)
     bad = []
     for name in arms:
         try:
             parse_arm(name)
-            rp, arm = replicate_profile(p, name)
-            train_config(rp, arm)
+            build_arm(p, name)
         except Exception as e:  # noqa: BLE001  (reported, the dry run goes on)
             bad.append(f"{name}: {e}")
     report.add("config", f"{len(arms)} arms", "error" if bad else "ok", "; ".join(bad)[:300])
@@ -116,7 +116,7 @@ def check_accel(p, report: Report) -> None:
 
     from repro.accel import load_deepspeed_config
     from repro.paths import REPO
-    from repro.recipes.prolong import arm_length
+    from repro.methods.prolong import arm_length
 
     for f in sorted((REPO / "configs").glob("*.json")):
         try:
@@ -143,7 +143,7 @@ def check_accel(p, report: Report) -> None:
 
 def step_profile(p):
     """``p`` resized for the one-step checks, and the substitutions made."""
-    from repro.recipes import scaled_profile
+    from repro.profiles import scaled_profile
 
     notes, sections = [], {"extend": {"threads": 0, "checkpoint_every": 0, "workers": 1}}
     if p.model.attn_implementation != "sdpa":
@@ -179,7 +179,8 @@ def step_methods(p, methods: Sequence[str], report: Report, workdir: Path) -> No
     from repro.io import read_jsonl
     from repro.models import build_tiny, load_model
     from repro.profiles import ModelConfig
-    from repro import recipes
+    from repro.arms import METHOD_NAMES, ArmData, build_arm, prepare_model
+    from repro.methods.prolong import long_threshold
     from repro.train import Trainer
 
     q, notes = step_profile(p)
@@ -200,19 +201,17 @@ def step_methods(p, methods: Sequence[str], report: Report, workdir: Path) -> No
     report.add("step", "setup", "ok", f"{time.perf_counter() - t0:.1f} s; " + "; ".join(notes))
     for name in methods:
         t1 = time.perf_counter()
-        arm = recipes.cli_methods()[name]
+        arm = METHOD_NAMES[name]
         try:
-            streams = None
-            if recipes.recipe_of(arm).data == "streams":
-                from repro.recipes.prolong import long_threshold
-
+            if build_arm(q, arm).data == "streams":
                 docs = {s: [d for d in _spec_docs(s, corpus, tok, long_threshold(q))] for _, s in q.prolong.sources}
-                streams = _streams(q, docs)
-            method = recipes.build_method(q, arm, tok, corpus_rows=rows, streams=streams, anchors=anchors)
-            model = load_model(model_path, attn_implementation=q.model.attn_implementation,
-                               **recipes.model_settings(q, arm))
-            recipes.prepare_model(q, method, model)
-            Trainer(model, method, recipes.train_config(q, arm, max_steps=1), workdir / name, progress=False).train()
+                data = ArmData(streams=_streams(q, docs))
+            else:
+                data = ArmData(corpus_rows=rows, anchors=anchors)
+            spec = build_arm(q, arm, tok, data)
+            model = load_model(model_path, attn_implementation=q.model.attn_implementation, **spec.model)
+            prepare_model(q, spec.method, model)
+            Trainer(model, spec.method, replace(spec.train, max_steps=1), workdir / name, progress=False).train()
             loss = read_jsonl(workdir / name / "metrics.jsonl")[-1]["loss"]
             if not math.isfinite(loss):
                 raise FloatingPointError(f"loss {loss}")
@@ -270,7 +269,7 @@ def _spec_docs(spec, corpus, tok, threshold):
 def _streams(q, docs: dict) -> list:
     from repro.data.long_sources import split_by_length
     from repro.data.streams import TokenStream
-    from repro.recipes.prolong import long_threshold
+    from repro.methods.prolong import long_threshold
 
     thr = long_threshold(q)
     return [TokenStream(n, split_by_length(docs[s], thr, n in q.prolong.long_streams), seed=q.extend.seed)
@@ -282,9 +281,9 @@ def dry_run(profile: str, methods: Sequence[str] | None = None, workdir: str | P
     """Run every check of the module docstring on ``profile`` (``engine=False``: all but the DeepSpeed step); 0 when
     all are ok, else 1."""
     from repro.profiles import get_profile
-    from repro.recipes import cli_methods
+    from repro.arms import METHOD_NAMES
 
-    known = cli_methods()
+    known = METHOD_NAMES
     methods = list(methods or known)
     if bad := [m for m in methods if m not in known]:
         raise CLIError(f"unknown method {bad[0]!r} in --methods; allowed: {', '.join(known)}")

@@ -1,40 +1,62 @@
 """``python -m repro train``: one method on a local model and a data source, with :class:`repro.train.Trainer`.
 
 Writes ``<out>/metrics.jsonl`` (one line per step), ``<out>/final/`` (weights, config, tokenizer,
-``train_summary.json``) and ``<out>/run.json`` (the arguments and the arm trained). The method is built by
-:func:`repro.recipes.build_method` with the settings of ``--profile`` resized to the target
-(:func:`repro.recipes.scaled_profile`), exactly as the pipeline's stages build it. ``--method`` takes the
-command-line name of any registered recipe (:func:`repro.recipes.cli_methods`; a recipe registered before the
-command runs is offered too).
+``train_summary.json``) and ``<out>/run.json`` (the arguments and the arm trained). The arm is built through the one
+table :func:`repro.arms.build_arm` with the settings of ``--profile`` resized to the target
+(:func:`repro.profiles.scaled_profile`) and the positional ``section.field=value`` overrides, exactly as the
+pipeline's stages build it. ``--method`` takes a name of :data:`repro.arms.METHOD_NAMES` or any arm name of the
+table.
 
-:func:`build_trainer` is the one function that turns parsed arguments into a ready :class:`TrainRun`; options
-that change how training runs (devices, adapters) extend it and its parser (:func:`add_parser`).
+:func:`build_parts` turns parsed arguments into the model, the arm's spec and the run's config; :func:`main` trains.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-from dataclasses import dataclass
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
+import torch.distributed as dist
+
+from repro.arms import ALIASES, METHOD_NAMES, ArmData, ArmSpec, arm_names, build_arm, builder_of, prepare_model
+from repro.cli import data as cli_data
 from repro.cli.common import (CLIError, CommandInterrupted, RankAgreedError, add_device_args, check_out, choice,
                               device_args, launched_rank, load_cli_model, load_tokenizer_from, model_dir,
                               output_dir, positive_float, positive_int)
-from repro.cli.data import DATA_KINDS
+from repro.cli.data import DATA_KINDS, parse_data_spec
 from repro.cli.train_checks import (MAX_STEPS, MAX_TARGET, MAX_TOKENS_PER_STEP, MIN_TARGET, SEED_LIMIT,  # noqa: F401
                                     check_counts, check_lora_rank, check_step_tokens, env_limit, fit_config,
-                                    launch_hint, read_anchors)
+                                    launch_hint, model_rope, notice, read_anchors, run_rope)
+from repro.devices import resolve_device
+from repro.distributed import free_port, is_launched, launched_world_size, make_accelerator
+from repro.io import atomic_write_json
+from repro.locks import StageLocked, lock_settings, stage_lock
+from repro.lora import LoraSpec, apply_lora
+from repro.profiles import PROFILES, get_profile, scaled_profile
+from repro.profiles.overrides import parse_overrides
+from repro.train import Trainer
+from repro.train.checkpoints import latest_checkpoint
+
+FLAG_FIELDS = {"extend.target_window": "--target", "base.window": "--base-window", "run.device": "--device",
+               "run.dtype": "--dtype"}
+"""Profile fields a flag sets (a positional override of them is refused, naming the flag)."""
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """The ``train`` subcommand's arguments."""
-    from repro.profiles import PROFILES
-    from repro.recipes import cli_methods
-
     t = sub.add_parser("train", help="train one method on a local model folder")
+    t.add_argument("overrides", nargs="*", metavar="SECTION.FIELD=VALUE",
+                   help="profile fields replaced for this run, e.g. cdt.beta=3 extend.steps=200 (python -m repro "
+                        "profiles lists the sections; values are parsed to the field's type)")
     t.add_argument("--model", required=True, help="local model folder (config.json + weights)")
-    t.add_argument("--method", required=True, help=f"one of: {', '.join(cli_methods())}")
+    t.add_argument("--method", required=True,
+                   help=f"one of: {', '.join(f'{k} ({v})' if k != v else k for k, v in METHOD_NAMES.items())}; "
+                        "ce (rp_standard: CDT's CE baseline); or any arm name (rp_cyclic, pl_long20, ...)")
     t.add_argument("--target", required=True, type=positive_int, help="target context window in tokens")
     t.add_argument("--data", required=True, help=f"source spec: {', '.join(DATA_KINDS)}")
     t.add_argument("--steps", type=positive_int, default=None, help="optimizer steps (default: the profile's)")
@@ -44,7 +66,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--out", default=None, help="output folder (default: runs/train-<method>-<target>)")
     t.add_argument("--tokenizer", default=None, help="tokenizer folder or tokenizer.json (default: the model's)")
     t.add_argument("--rope-theta", type=positive_float, default=None,
-                   help="RoPE base of the trained model (default: the method's, from the profile)")
+                   help="RoPE base of the trained model (default: the model's own, from its config.json; the "
+                        "papers' bases: selfdistill.rope_theta of the profile for selfdistill/longce/cdt, ProLong's "
+                        "2x dynamic-NTK value for prolong); a one-line note says what changed")
     t.add_argument("--profile", default="tiny", help=f"settings the method starts from: {', '.join(PROFILES)}")
     t.add_argument("--base-window", type=positive_int, default=None,
                    help="the model's original window (default: the profile's, at most the target)")
@@ -96,11 +120,7 @@ class TrainRun:
 
 def check_args(args: argparse.Namespace) -> None:
     """Every argument check that needs no file read: a :class:`CLIError` naming the bad value."""
-    from repro.cli.data import parse_data_spec
-    from repro.profiles import PROFILES
-    from repro.recipes import cli_methods
-
-    choice(args.method, tuple(cli_methods()), "method")
+    arm_of(args.method)
     choice(args.profile, tuple(PROFILES), "profile")
     if args.target > MAX_TARGET:
         raise CLIError(f"--target {args.target} is longer than allowed; allowed: {MIN_TARGET} <= --target <= "
@@ -123,8 +143,6 @@ def check_args(args: argparse.Namespace) -> None:
         raise CLIError(f"--anchors {args.anchors!r} does not exist; allowed: a JSON file of token ids")
     sp = getattr(args, "sequence_parallel", None) or 1
     if sp > 1:
-        from repro.distributed import launched_world_size
-
         world = launched_world_size()
         if world % sp:
             raise CLIError(f"--sequence-parallel {sp} needs a multiple of {sp} processes, got {world}; allowed: "
@@ -139,8 +157,6 @@ def check_batch_split(args: argparse.Namespace) -> None:
     """The rows of a step (``--batch-size``, or the profile's) must split evenly over the data-parallel processes
     (``WORLD_SIZE / --sequence-parallel``): checked from the launcher's environment alone, before any engine is
     built or file written, and raised alike by every rank (:class:`RankAgreedError`: rank 0 prints it)."""
-    from repro.distributed import launched_world_size
-
     p = run_profile(args)
     world, sp, batch = launched_world_size(), p.extend.sequence_parallel, p.extend.batch_size
     if world % sp or (world // sp) <= 1 or batch % (world // sp) == 0:
@@ -152,27 +168,49 @@ def check_batch_split(args: argparse.Namespace) -> None:
                           f"multiple of {dp}, e.g. --batch-size {dp * max(1, round(batch / dp))}")
 
 
-def run_profile(args: argparse.Namespace):
-    """The ``--profile`` settings resized to the run (:func:`repro.recipes.scaled_profile`): the target,
-    batch, steps, lr and seed of the arguments; threads left to the process; checkpoints as asked."""
-    from repro.profiles import get_profile
-    from repro.recipes import scaled_profile
-
+def arm_of(method: str) -> str:
+    """The arm ``--method`` trains: :data:`repro.arms.METHOD_NAMES`' or an arm name of the table."""
+    if method in METHOD_NAMES or method in ALIASES:
+        return {**METHOD_NAMES, **ALIASES}[method]
     try:
-        return scaled_profile(get_profile(args.profile), args.target, base_window=args.base_window,
-                              batch_size=args.batch_size, steps=args.steps, lr=args.lr, seed=args.seed,
-                              extend={"threads": 0, "checkpoint_every": args.checkpoint_every,
-                                      **({"sequence_parallel": args.sequence_parallel}
-                                         if getattr(args, "sequence_parallel", None) else {})},
-                              run={"device": args.device, "dtype": args.dtype})
+        builder_of(method)
+    except ValueError:
+        raise CLIError(f"unknown method {method!r}; allowed: {', '.join(METHOD_NAMES)}, or an arm name: "
+                       f"{', '.join(arm_names())}") from None
+    return method
+
+
+def run_bf16(args: argparse.Namespace) -> bool | None:
+    """bf16 autocast of the run: ``--dtype bfloat16`` or ``float32``, or ``auto`` on CUDA (bf16); None for ``auto``
+    on the CPU (the profile's setting)."""
+    if args.dtype == "auto" and resolve_device(args.device).type != "cuda":
+        return None
+    return args.dtype != "float32"
+
+
+def run_profile(args: argparse.Namespace):
+    """The ``--profile`` settings with the positional ``section.field=value`` overrides, resized to the run
+    (:func:`repro.profiles.scaled_profile`: the target, batch, steps, lr and seed of the arguments, and the fields
+    tied to them; threads left to the process; checkpoints as asked), the overrides applied again on top so that
+    a field named explicitly keeps its value."""
+    try:
+        overrides = parse_overrides(getattr(args, "overrides", None) or (), FLAG_FIELDS)
+        p = get_profile(args.profile).override(**overrides)
+        bf16 = run_bf16(args)
+        precision = {} if bf16 is None else {"bf16": bf16}  # --dtype governs every method's autocast
+        p = scaled_profile(p, args.target, base_window=args.base_window, batch_size=args.batch_size,
+                           steps=args.steps, lr=args.lr, seed=args.seed,
+                           extend={"threads": 0, "checkpoint_every": args.checkpoint_every, **precision,
+                                   **({"sequence_parallel": args.sequence_parallel}
+                                      if getattr(args, "sequence_parallel", None) else {})},
+                           selfdistill=precision, run={"device": args.device, "dtype": args.dtype})
+        return p.override(**overrides)
     except ValueError as e:
         raise CLIError(str(e)) from e
 
 
 def lora_spec(args: argparse.Namespace):
     """The :class:`repro.lora.LoraSpec` of ``--lora*`` (None without ``--lora``)."""
-    from repro.lora import LoraSpec
-
     if not args.lora:
         return None
     kw: dict = {"r": args.lora, "alpha": args.lora_alpha or 2.0 * args.lora}
@@ -189,8 +227,6 @@ def lora_spec(args: argparse.Namespace):
 def zero_stage(path: str | None) -> int:
     """``zero_optimization.stage`` of a DeepSpeed config (0 without one); a config that does not parse is a
     :class:`CLIError`."""
-    import json
-
     if path is None:
         return 0
     try:
@@ -203,15 +239,9 @@ def make_run_accelerator(args: argparse.Namespace, global_batch: int):
     """The engine of this process (:func:`repro.distributed.make_accelerator`): DDP when started by a launcher
     without ``--deepspeed``, DeepSpeed with it (one process of its own when not launched); None for a plain
     single-process run."""
-    from repro.distributed import is_launched, make_accelerator
-
     if args.deepspeed is None and not is_launched():
         return None
     if not is_launched():  # DeepSpeed in one process (one GPU with CPU offload): a process group of one
-        import os
-
-        from repro.distributed import free_port
-
         for k, v in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
                      "MASTER_PORT": str(free_port())}.items():
             os.environ.setdefault(k, v)
@@ -220,33 +250,42 @@ def make_run_accelerator(args: argparse.Namespace, global_batch: int):
 
 @dataclass
 class TrainParts:
-    """What a run is built from, before any engine or trainer: the method, the model and the settings."""
+    """What a run is built from, before any engine or trainer: the arm's spec, the model and the run's settings."""
 
-    method: object
-    """The built method (:func:`repro.recipes.build_method`)."""
+    spec: ArmSpec
+    """The arm's spec (:func:`arm_spec`): its method, model settings, train config, cache fields."""
     model: object
     """The loaded model (LoRA adapters applied when asked)."""
     cfg: object
-    """The :class:`repro.train.TrainConfig`."""
+    """The run's :class:`repro.train.TrainConfig`: the spec's with ``--dtype`` and ``--gradient-checkpointing``."""
     tokenizer: object
     """The run's tokenizer."""
     profile: object
     """The resized profile."""
-    arm: str
-    """The arm trained."""
     out: Path
     """The output folder (not created here)."""
+
+    @property
+    def method(self):
+        """The built method."""
+        return self.spec.method
+
+    @property
+    def arm(self) -> str:
+        """The arm trained."""
+        return self.spec.name
+
+
+def arm_spec(p, arm: str, tokenizer=None, data: ArmData | None = None) -> ArmSpec:
+    """The spec the command trains arm ``arm`` with: :func:`repro.arms.build_arm`'s, the one the cached stages
+    build too (``tests/stages/test_arm_table.py`` checks they agree)."""
+    return build_arm(p, arm, tokenizer, data)
 
 
 def build_parts(args: argparse.Namespace) -> TrainParts:
     """Parsed ``train`` arguments -> :class:`TrainParts` (model loaded, method built; nothing written)."""
-    from repro import recipes
-    from repro.cli import data as cli_data
-
     check_args(args)
-    from repro.devices import resolve_device
-
-    arm = recipes.cli_methods()[args.method]
+    arm = arm_of(args.method)
     out = run_folder(args)
     refuse_finished(out)
     check_out(out)
@@ -255,45 +294,43 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
                                           "where the model has none)")
     p = run_profile(args)
     check_step_tokens(p.extend.batch_size, args.target)
+    plan = arm_spec(p, arm)  # what the arm reads, before any data is loaded
     docs = cli_data.documents(args.data, tok, p.extend.target_window, args.data_bytes)
-    if recipes.recipe_of(arm).data == "streams":
-        streams, rows = cli_data.prolong_streams(p, docs, args.data, p.extend.seed), None
+    if plan.data == "streams":
+        data = ArmData(streams=cli_data.prolong_streams(p, docs, args.data, p.extend.seed))
     else:
         cli_data.require_length(docs, args.target, args.data)
-        streams, rows = None, cli_data.corpus_rows(docs)
-    anchors = read_anchors(args.anchors, args.method, len(tok), recipes.recipe_of(arm).needs_anchors(arm))
-    method = recipes.build_method(p, arm, tok, corpus_rows=rows, streams=streams, anchors=anchors)
-    settings = recipes.model_settings(p, arm)
-    if args.rope_theta is not None:
-        settings["rope"] = {**(settings["rope"] or {"rope_type": "default"}), "rope_theta": float(args.rope_theta)}
+        data = ArmData(corpus_rows=cli_data.corpus_rows(docs),
+                       anchors=read_anchors(args.anchors, args.method, len(tok), plan.needs_anchors))
+    spec = arm_spec(p, arm, tok, data)
+    settings = dict(spec.model)
+    settings["rope"], note = run_rope(spec.model["rope"], model_rope(args.model), args.rope_theta)
+    if note:
+        notice(note)
     model = load_cli_model(args.model, args.trust_remote_code, attn_implementation=p.model.attn_implementation,
                            **settings)
     if model.config.vocab_size < len(tok):
         raise CLIError(f"--tokenizer has {len(tok)} tokens but the model's vocabulary is {model.config.vocab_size}; "
                        "allowed: the model's own tokenizer")
-    spec = lora_spec(args)
-    if spec is not None:
-        check_lora_rank(model, spec)
+    lora = lora_spec(args)
+    if lora is not None:
+        check_lora_rank(model, lora)
     fit_config(model, tok, args.target, out)
-    recipes.prepare_model(p, method, model)
-    if spec is not None:
+    prepare_model(p, spec.method, model)
+    if lora is not None:
         if zero_stage(args.deepspeed) == 3:
             raise CLIError(f"--lora with --deepspeed {args.deepspeed!r} (ZeRO stage 3); allowed: LoRA single-process, "
                            "under DDP, or with a ZeRO stage 0-2 config")
-        from repro.lora import apply_lora
-
         try:
-            model = apply_lora(model, spec, seed=p.extend.seed)
+            model = apply_lora(model, lora, seed=p.extend.seed)
         except ValueError as e:
             raise CLIError(f"--lora-targets/--lora-trainable: {e}") from e
-    cfg = recipes.train_config(p, arm)
-    from dataclasses import replace
-
-    if args.dtype != "auto" or resolve_device(args.device).type == "cuda":  # bf16 autocast on CUDA by default
-        cfg = replace(cfg, bf16=args.dtype != "float32")
+    cfg = spec.train
+    if run_bf16(args) is not None:  # bf16 autocast on CUDA by default (the methods' too: run_profile)
+        cfg = replace(cfg, bf16=run_bf16(args))
     if args.gradient_checkpointing:
         cfg = replace(cfg, gradient_checkpointing=True)
-    return TrainParts(method, model, cfg, tok, p, arm, out)
+    return TrainParts(spec, model, cfg, tok, p, out)
 
 
 def run_folder(args: argparse.Namespace) -> Path:
@@ -308,16 +345,8 @@ def refuse_finished(out: Path) -> None:
         raise RankAgreedError(f"--out {str(out)!r} already holds a finished run (final/); allowed: a new folder")
 
 
-def build_trainer(args: argparse.Namespace) -> TrainRun:
-    """Parsed ``train`` arguments -> a :class:`TrainRun` (model loaded, method built, nothing trained yet)."""
-    parts = build_parts(args)
-    return make_trainer(args, parts, make_run_accelerator(args, parts.profile.extend.batch_size))
-
-
 def make_trainer(args: argparse.Namespace, parts: TrainParts, accelerator) -> TrainRun:
     """The :class:`TrainRun` of ``parts`` on ``accelerator`` (None: one plain process); creates the output folder."""
-    from repro.train import Trainer
-
     if accelerator is None or accelerator.is_main_process:
         output_dir(parts.out)
     trainer = Trainer(parts.model, parts.method, parts.cfg, parts.out, progress=not args.no_progress,
@@ -334,8 +363,6 @@ def run_lock(out: Path, accelerator=None) -> Iterator[None]:
     In a launched run rank 0 alone takes the lock (several ranks of one run would lock each other out) and every
     rank learns its outcome from one broadcast, so all ranks go on together or all refuse (exit 2, printed once);
     meanwhile the other ranks wait in that broadcast, which the process group's timeout bounds."""
-    from repro.locks import StageLocked, lock_settings, stage_lock
-
     try:
         lock_settings()  # every rank reads the same environment: a bad REPRO_LOCK_* is refused alike
     except ValueError as e:
@@ -356,8 +383,6 @@ def run_lock(out: Path, accelerator=None) -> Iterator[None]:
 
 def _from_rank0(value, accelerator):
     """Rank 0's ``value`` on every rank of ``accelerator``'s process group."""
-    import torch.distributed as dist
-
     box = [value]
     dist.broadcast_object_list(box, src=0, device=accelerator.device)
     return box[0]
@@ -366,8 +391,6 @@ def _from_rank0(value, accelerator):
 def interrupted_note(out: Path) -> str:
     """The line a ``train`` stopped by Ctrl-C prints: the checkpoint kept (if any) and that re-running the same
     command resumes from it."""
-    from repro.train.checkpoints import latest_checkpoint
-
     ckpt = latest_checkpoint(out) if out.is_dir() else None
     if ckpt is None:
         return (f"interrupted (Ctrl-C) before any checkpoint of {out} was kept (--checkpoint-every N keeps one every "
@@ -384,10 +407,6 @@ TOKENIZER_LAST = "tokenizer_config.json"
 def save_tokenizer(tok, final: Path) -> None:
     """Save ``tok`` into ``final/``: written to a temporary folder beside it, then each file renamed in, with
     :data:`TOKENIZER_LAST` last, so that a ``final/`` holding that file holds the whole tokenizer."""
-    import os
-    import shutil
-    import tempfile
-
     tmp = Path(tempfile.mkdtemp(prefix=".tokenizer.", suffix=".tmp", dir=final.parent))
     try:
         tok.save_pretrained(tmp)
@@ -440,8 +459,6 @@ def finish_tokenizer(args: argparse.Namespace, out: Path) -> int:
 
 def train_run(args: argparse.Namespace, run: TrainRun) -> int:
     """Write ``run.json``, train, save the tokenizer into ``final/`` and say where it is (rank 0 writes)."""
-    from repro.io import atomic_write_json
-
     main_rank = run.trainer.main
     if main_rank:
         atomic_write_json(run.out / "run.json", {"args": vars(args), "arm": run.arm, "profile": run.profile.name,

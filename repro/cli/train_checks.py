@@ -4,9 +4,15 @@ the fixes it makes to a model's config, each with one ``warning:`` line (:mod:`r
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
-from repro.cli.common import CLIError, warn
+import numpy as np
+import torch
+
+from repro.cli.common import CLIError, launched_rank, warn
+from repro.io import read_json
 
 MIN_TARGET = 16
 """Shortest ``--target`` accepted (the methods' rows need room for a sentence, its jumps and the loss)."""
@@ -27,8 +33,6 @@ SEED_LIMIT = 1 << 32
 def env_limit(name: str, default: int) -> int:
     """``default``, or the integer >= 1 in environment variable ``name`` (a :class:`CLIError` naming a bad one):
     the explicit way past a sanity bound."""
-    import os
-
     text = os.environ.get(name)
     if text is None:
         return default
@@ -74,10 +78,6 @@ def launch_hint(sp: int) -> str:
 def read_anchors(path: str | None, method: str, vocab: int, needed: bool = False):
     """Anchor token ids from a JSON list or a ``{"anchors": [...]}`` object (``analyze tokens``' output);
     ``needed``: the method selects anchor sentences (a :class:`CLIError` without ``--anchors``)."""
-    import numpy as np
-
-    from repro.io import read_json
-
     if path is None:
         if needed:
             raise CLIError(f"--method {method} selects anchor sentences; allowed: pass --anchors FILE "
@@ -100,8 +100,6 @@ def read_anchors(path: str | None, method: str, vocab: int, needed: bool = False
 def check_lora_rank(model, spec) -> None:
     """A :class:`CLIError` when the LoRA rank exceeds the smallest width (``min(in, out)``) of the linear modules
     it adapts: past that width an adapter is no longer low-rank, only larger on disk."""
-    import torch
-
     widths = {n: min(m.in_features, m.out_features) for n, m in model.named_modules()
               if isinstance(m, torch.nn.Linear) and n.rsplit(".", 1)[-1] in spec.target_modules}
     if not widths:  # no such module: apply_lora names the targets
@@ -129,3 +127,40 @@ def fit_config(model, tok, target: int, out: Path) -> None:
         cfg.max_position_embeddings = target
     if getattr(cfg, "pad_token_id", 0) is None and tok.pad_token_id is not None:
         cfg.pad_token_id = tok.pad_token_id
+
+
+def model_rope(model: str | Path) -> dict:
+    """The RoPE of the model folder's ``config.json``: its ``rope_parameters`` (or the older ``rope_theta`` and
+    ``rope_scaling`` fields), ``rope_type`` and ``rope_theta`` always present."""
+    cfg = read_json(Path(model) / "config.json")
+    rope = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+    rope.setdefault("rope_type", rope.pop("type", "default"))
+    rope.setdefault("rope_theta", float(cfg.get("rope_theta", 10000.0)))
+    return rope
+
+
+def run_rope(method_rope: dict | None, own: dict, rope_theta: float | None) -> tuple[dict | None, str | None]:
+    """``(rope for load_model, notice)`` of a run on the user's model: the model's own RoPE base unless
+    ``--rope-theta`` (``rope_theta``) sets one; a RoPE scaling the profile's ``extend`` section sets (``rope_type``
+    other than ``default``: the paper profile's dynamic NTK) is kept on that base. The notice names what changed
+    (None: nothing; ``rope`` None: the model's own RoPE)."""
+    theta = float(own["rope_theta"] if rope_theta is None else rope_theta)
+    if method_rope is not None and method_rope.get("rope_type", "default") != "default":
+        rope, why = {**method_rope, "rope_theta": theta}, "the profile's extend.rope_type"
+    elif rope_theta is not None and theta != float(own["rope_theta"]):
+        rope, why = {**own, "rope_theta": theta}, "--rope-theta"
+    else:
+        return None, None
+    if rope == own:
+        return None, None
+    return rope, f"RoPE changed from the model's {_show_rope(own)} to {_show_rope(rope)} ({why})"
+
+
+def _show_rope(r: dict) -> str:
+    return f"{r['rope_type']} rope_theta={r['rope_theta']:g}" + (f" factor={r['factor']:g}" if "factor" in r else "")
+
+
+def notice(message: str) -> None:
+    """One ``note: ...`` line on stderr (rank 0 of a launched run): a setting the run changes on purpose."""
+    if launched_rank() == 0:
+        print(f"note: {message}", file=sys.stderr)

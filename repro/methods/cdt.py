@@ -252,3 +252,85 @@ class ContextDenoising(OnInnerRows):
 
     def loss(self, model, batch, state):
         return cdt_loss(model, batch, self.spec, state.lr, self.pad_id, self.bf16, self.chunk, state.micro_batches)
+
+
+# == CDT's arm, its CE baseline and the analysis task model: builders (repro.arms' table) =========================
+# A CD arm trains exactly as the self-distillation comparison's ``rp_standard`` (the plain-CE arm CD-Tab2 calls "CE":
+# same base, FLT's rows, ``selfdistill.rope_theta``, ``selfdistill.bf16``, ``extend``'s schedule) with the CDT objective
+# (``cdt.beta``, ``cdt.threshold``). The plain arm keeps a checkpoint every ``cdt.curve_every`` steps (CD-Fig10 at the
+# target). The analysis model is the base fine-tuned on ``cdt.task`` rows at its own window, with CE or with CDT.
+
+from repro.methods.armspec import ArmData, ArmSpec, need_data, split_seed  # noqa: E402  (the section's imports)
+from repro.methods.extension import EXTENSION_METHODS, Extension, extension_method  # noqa: E402
+from repro.models import rope_parameters  # noqa: E402
+from repro.profiles import Profile  # noqa: E402
+from repro.train.config import TrainConfig  # noqa: E402
+
+CD_ARMS: dict[str, str] = {"cdt": "CDT"}
+"""Context Denoising Training arms -> the paper's row. CD-Tab2's CE and LongCE baselines are the arms
+:data:`CE_BASELINES` name (trained once for both papers)."""
+
+CE_BASELINES: dict[str, str] = {"ce": "rp_standard", "longce": "rp_longce"}
+"""CD-Tab2's baselines (the paper's row -> the arm that trains it): plain CE is the self-distillation comparison's
+Standard arm, LongCE its LongCE arm; the cached pipeline and the figures use the arm names."""
+
+TASK_OBJECTIVES = ("ce", "cdt")
+"""Objectives of the task fine-tune."""
+
+
+def cd_arm(name: str) -> str | None:
+    """The paper row of a CDT arm name (replicate suffix allowed), else None."""
+    return CD_ARMS.get(split_seed(name)[0])
+
+
+def cdt_spec(p: Profile) -> CDTSpec:
+    """The profile's :class:`CDTSpec` (``cdt.beta``, ``cdt.threshold``)."""
+    return CDTSpec(beta=p.cdt.beta, threshold=p.cdt.threshold)
+
+
+def cdt_method(p: Profile, name: str, tokenizer, corpus_rows, seed: int | None = None, inner=None):
+    """The :class:`ContextDenoising` of a CD arm on FLT's rows (or ``inner``'s)."""
+    inner = inner or extension_method(p, "flt", tokenizer, corpus_rows, seed=seed)
+    return ContextDenoising(name, cdt_spec(p), inner, pad_id=tokenizer.pad_token_id, bf16=p.selfdistill.bf16)
+
+
+def build(p: Profile, name: str, tokenizer=None, data: ArmData | None = None) -> ArmSpec:
+    """A CD arm: as ``rp_standard`` (``selfdistill.rope_theta`` and ``bf16``, ``extend``'s cosine schedule) with
+    the CDT objective; ``cdt.curve_every`` checkpoints for the plain arm (not its replicates)."""
+    stem, replicate = split_seed(name)
+    if stem not in CD_ARMS:
+        raise ValueError(f"{name!r} is not a CDT arm; allowed: {', '.join(CD_ARMS)} (optionally @seed<k>)")
+    need_data(name, "rows", data)
+    method = None if data is None else cdt_method(p, stem, tokenizer, data.corpus_rows)
+    sd = p.selfdistill
+    return ArmSpec(name, method, {"rope": rope_parameters("default", sd.rope_theta)},
+                   TrainConfig.from_section(p.extend, p.extend.steps, schedule="cosine", bf16=sd.bf16,
+                                            device=p.run.device),
+                   {"cd": {"beta": p.cdt.beta, "threshold": p.cdt.threshold},
+                    "selfdistill": {"rope_theta": sd.rope_theta, "bf16": sd.bf16}},
+                   steps=p.extend.steps, curve_every=p.cdt.curve_every if replicate == 0 else 0)
+
+
+def task_extension(p: Profile, tokenizer, corpus_rows) -> Extension:
+    """The task fine-tune's rows: ``cdt.task`` retrieval examples at the base window (FLT's positions)."""
+    e = p.extend
+    return Extension(name=f"task-{p.cdt.task}", spec=EXTENSION_METHODS["flt"], target=p.base.window,
+                     batch_size=e.batch_size, retrieval_fraction=1.0, tokenizer=tokenizer, corpus=corpus_rows,
+                     seed=e.seed, context_weight=e.context_weight, train_tasks=(p.cdt.task,))
+
+
+def task_method(p: Profile, objective: str, tokenizer, corpus_rows):
+    """The task fine-tune's method: the task rows with CE (``ce``) or with the CDT objective (``cdt``)."""
+    if objective not in TASK_OBJECTIVES:
+        raise ValueError(f"objective={objective!r}; allowed: {', '.join(TASK_OBJECTIVES)}")
+    inner = task_extension(p, tokenizer, corpus_rows)
+    return cdt_method(p, f"task-{objective}", tokenizer, None, inner=inner) if objective == "cdt" else inner
+
+
+def task_train_config(p: Profile) -> TrainConfig:
+    """The task fine-tune's :class:`TrainConfig`: ``cdt.task_steps`` at ``cdt.task_lr``, a checkpoint every
+    ``cdt.task_curve_every`` steps, ``extend``'s other settings."""
+    cd, e = p.cdt, p.extend
+    return TrainConfig(max_steps=cd.task_steps, lr=cd.task_lr, warmup_steps=e.warmup_steps,
+                       min_lr_ratio=e.min_lr_ratio, grad_clip=e.grad_clip, bf16=e.bf16, threads=e.threads,
+                       checkpoint_every=cd.task_curve_every, keep_checkpoints=10**6, seed=e.seed, device=p.run.device)

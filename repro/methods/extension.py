@@ -195,3 +195,96 @@ def _transform(name: str, sentence_ends: np.ndarray | None, pieces: np.ndarray |
         return fn(sample, target, rng, **params)
 
     return call
+
+
+# == The arms of the LongRecipe comparison: their names and their builder (repro.arms' table) ====================
+# Every arm continues the base towards ``extend.target_window`` on the testbed's rows (corpus documents and retrieval
+# examples, ``extend.retrieval_fraction``) with ``extend``'s optimisation and a cosine schedule; the arms differ in how
+# position ids are drawn (``ExtensionSpec.transform``) and in how many tokens a sample holds
+# (``longrecipe.sample_ratio`` of the target, or the ratio in an arm's name, LongRecipe Table 4). The anchor arms
+# select sentences holding the impactful tokens of LongRecipe §4.1, passed in as ``ArmData.anchors``.
+
+from repro.methods.armspec import ArmData, ArmSpec, Upstream, need_data, split_seed  # noqa: E402  (the arm section's imports sit at its head)
+from repro.models import rope_parameters  # noqa: E402
+from repro.profiles import Profile  # noqa: E402
+from repro.train.config import TrainConfig  # noqa: E402
+
+EXTENSION_METHODS: dict[str, ExtensionSpec] = {
+    "flt": ExtensionSpec("identity", None),
+    "pose": ExtensionSpec("pose", sample_ratio=None),
+    "rpes": ExtensionSpec("rpes", sample_ratio=None),
+    "longrecipe": ExtensionSpec("longrecipe", sample_ratio=None, selection="anchors"),
+    "longrecipe_wo_t": ExtensionSpec("longrecipe", sample_ratio=None),
+    "longrecipe_random_t": ExtensionSpec("longrecipe", sample_ratio=None, selection="random"),
+}
+"""Named extension arms (LongRecipe §5.1 and Table 3). ``pose``, ``rpes`` and the LongRecipe arms
+use ``longrecipe.sample_ratio`` of the target per sample; the ratio sweep of Table 4 adds
+``longrecipe_r<percent>`` (see :func:`extension_spec`)."""
+
+RATIO_PREFIX = "longrecipe_r"
+"""Prefix of the token-ratio arms (``longrecipe_r20``: LongRecipe with 20% of the target per sample)."""
+
+
+def ratio_of(arm: str) -> int | None:
+    """The percent of a ``longrecipe_r<percent>`` arm name, else None."""
+    if arm.startswith(RATIO_PREFIX) and arm[len(RATIO_PREFIX):].isdigit():
+        return int(arm[len(RATIO_PREFIX):])
+    return None
+
+
+def is_ratio_arm(name: str) -> bool:
+    """``longrecipe_r<percent>`` with 1 <= percent <= 100 (LongRecipe Table 4)."""
+    ratio = ratio_of(name)
+    return ratio is not None and 1 <= ratio <= 100
+
+
+def extension_spec(name: str) -> ExtensionSpec:
+    """The spec of a named arm, including ``longrecipe_r<percent>`` (LongRecipe at that token ratio)."""
+    if name in EXTENSION_METHODS:
+        return EXTENSION_METHODS[name]
+    if is_ratio_arm(name):
+        return ExtensionSpec("longrecipe", sample_ratio=ratio_of(name) / 100, selection="anchors")
+    raise ValueError(f"unknown extension method {name!r}; allowed: {', '.join(EXTENSION_METHODS)}, "
+                     f"{RATIO_PREFIX}<percent> (1..100)")
+
+
+def extension_method(p: Profile, method: str, tokenizer, corpus_rows, anchors: np.ndarray | None = None,
+                     seed: int | None = None) -> Extension:
+    """The :class:`Extension` of a named arm with the profile's settings (``seed`` overrides ``extend.seed``);
+    ``anchors`` are needed by arms that select anchor sentences."""
+    spec, e = extension_spec(method), p.extend
+    return Extension(name=method, spec=spec, target=e.target_window, batch_size=e.batch_size,
+                     retrieval_fraction=e.retrieval_fraction, tokenizer=tokenizer, corpus=corpus_rows,
+                     seed=e.seed if seed is None else seed, context_weight=e.context_weight,
+                     train_tasks=e.train_tasks, sample_len=spec.resolve_len(e.target_window, p.longrecipe.sample_ratio),
+                     anchors=anchors)
+
+
+def extension_cache_fields(p: Profile, arm: str) -> dict:
+    """What of an extension arm's spec changes its result (defaults of later fields are left out so that earlier
+    caches stay valid); the anchor arms read LongRecipe's analysis."""
+    spec = extension_spec(arm)
+    key = {"transform": spec.transform, "sample_len": spec.sample_len, "params": spec.params}
+    default = ExtensionSpec()
+    if spec.sample_ratio != default.sample_ratio or spec.selection != default.selection:
+        key.update(sample_ratio=spec.sample_ratio, selection=spec.selection,
+                   resolved_len=spec.resolve_len(p.extend.target_window, p.longrecipe.sample_ratio))
+    if spec.selection == "anchors":
+        key["anchors"] = Upstream("analysis")
+    return key
+
+
+def build(p: Profile, name: str, tokenizer=None, data: ArmData | None = None) -> ArmSpec:
+    """FLT, PoSE, RPES, LongRecipe and its variants: cosine over ``extend.steps`` at ``extend``'s precision; the
+    RoPE of ``extend.rope_type`` / ``rope_theta`` / ``rope_factor`` when set (the paper profile's dynamic NTK from
+    the base window), else the model's own."""
+    arm = split_seed(name)[0]
+    anchors = extension_spec(arm).selection == "anchors"
+    need_data(name, "rows", data, anchors)
+    e, rope = p.extend, None
+    if e.rope_type != "default" or e.rope_theta is not None:
+        rope = rope_parameters(e.rope_type, e.rope_theta or p.model.rope_theta, e.rope_factor, p.base.window)
+    method = None if data is None else extension_method(p, arm, tokenizer, data.corpus_rows, data.anchors)
+    return ArmSpec(name, method, {"rope": rope},
+                   TrainConfig.from_section(e, e.steps, schedule="cosine", device=p.run.device),
+                   extension_cache_fields(p, arm), steps=e.steps, needs_anchors=anchors)

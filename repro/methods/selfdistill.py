@@ -281,3 +281,139 @@ def selfdistill_loss(model, batch: dict[str, torch.Tensor], spec: SelfDistillSpe
             lap("consistency")
             loss = clm + spec.lam * cons
     return finish_metrics(loss, metrics, LMPass(hidden, head), batch)
+
+
+# == The self-distillation comparison's arms and their builder (repro.arms' table) ================================
+# Every ``rp_*`` arm continues the same base on FLT's full-length rows at the target with ``selfdistill.rope_theta``
+# (ABF) and ``selfdistill.bf16``; they differ only in the objective. Arms on the ``early`` schedule run the main cosine
+# schedule and stop at ``selfdistill.ablation_steps`` (the paper's ablations are read at step 200 of 1000); ``matched``
+# arms run ``selfdistill.matched_steps_ratio`` x the steps (RP-Fig4). The dropout control trains with
+# ``attention_dropout`` and is evaluated without it.
+
+from dataclasses import asdict  # noqa: E402  (the arm section's imports sit at its head)
+
+from repro.methods.armspec import ArmData, ArmSpec, need_data, split_seed  # noqa: E402
+from repro.methods.extension import extension_method  # noqa: E402
+from repro.methods.longce import LongCEConfig  # noqa: E402
+from repro.models import rope_parameters  # noqa: E402
+from repro.profiles import Profile  # noqa: E402
+from repro.train.config import TrainConfig  # noqa: E402
+
+
+@dataclass(frozen=True)
+class RPArm:
+    """A self-distillation arm: its objective and its schedule."""
+
+    spec: SelfDistillSpec
+    """The objective (:class:`SelfDistillSpec`)."""
+    schedule: str = "main"
+    """``main`` (``extend.steps``), ``early`` (stopped at ``selfdistill.ablation_steps``) or ``matched``
+    (``selfdistill.matched_steps_ratio`` x the steps, checkpoints kept along the way: RP-Fig4)."""
+    paper: str = ""
+    """The paper's row it stands for."""
+    curve: bool = False
+    """Keep a checkpoint every ``selfdistill.curve_every`` steps for RP-Fig4 (accuracy vs wall-clock)."""
+
+
+_SD = SelfDistillSpec()
+_STANDARD = SelfDistillSpec(consistency="none")
+RP_ARMS: dict[str, RPArm] = {
+    "rp_standard": RPArm(_STANDARD, paper="Standard"),
+    "rp_longce": RPArm(_STANDARD.with_(longce=True), paper="LongCE"),
+    "rp_pose": RPArm(_STANDARD.with_(standard_clm=False), paper="PoSE (CLM on the skip view)"),
+    "rp_cyclic": RPArm(_SD.with_(view="cyclic"), paper="Ours (cyclic shift)"),
+    "rp_skip": RPArm(_SD, paper="Ours (skip)", curve=True),
+    "rp_skip_longce": RPArm(_SD.with_(longce=True), paper="Ours (skip) + LongCE"),
+    "rp_standard_matched": RPArm(_STANDARD, "matched", "Standard, compute-matched (Fig. 4)", curve=True),
+    "rp_standard_early": RPArm(_STANDARD, "early", "Baseline"),
+    "rp_skip_early": RPArm(_SD, "early", "Ours"),
+    "rp_fwd_kl": RPArm(_SD.with_(direction="forward"), "early", "w/ forward KL"),
+    "rp_clm": RPArm(_SD.with_(consistency="clm"), "early", "w/ CLM"),
+    "rp_fixed_skip": RPArm(_SD.with_(fixed_split=True), "early", "w/o random skip (s = y = L/2)"),
+    "rp_dropout": RPArm(SelfDistillSpec(view="none", perturbation="dropout"), "early", "Dropout"),
+    "rp_attn_noise": RPArm(SelfDistillSpec(view="none", perturbation="attention_noise"), "early", "Attention noise"),
+    "rp_y050": RPArm(_SD.with_(max_skip=0.5), "early", "Y = L/2"),
+    "rp_y200": RPArm(_SD.with_(max_skip=2.0), "early", "Y = 2L"),
+    "rp_nope": RPArm(_SD.with_(view="nope"), "early", "NoPE"),
+    "rp_dilation": RPArm(_SD.with_(view="dilation"), "early", "Random dilation [0.5, 2]"),
+    "rp_chunk_perm": RPArm(_SD.with_(view="chunk_permutation"), "early", "Chunked permutation"),
+    "rp_lam020": RPArm(_SD.with_(lam=0.2), "early", "lambda = 0.2"),
+    "rp_lam050": RPArm(_SD.with_(lam=0.5), "early", "lambda = 0.5"),
+    "rp_lam200": RPArm(_SD.with_(lam=2.0), "early", "lambda = 2"),
+}
+"""The self-distillation comparison (Tables 1-5, 8-11, Fig. 4): every arm trains on full-length rows at the
+target with ``selfdistill.rope_theta``; ``rp_standard`` is FLT with that RoPE base (the paper's Standard: plain CE,
+also CDT's CE baseline, CD-Tab2) and ``rp_longce`` the same with LongCE's loss (``python -m repro train --method
+longce``)."""
+
+
+def rp_arm(name: str) -> RPArm | None:
+    """The :class:`RPArm` of a self-distillation arm name (replicate suffix allowed), else None."""
+    return RP_ARMS.get(split_seed(name)[0])
+
+
+def _rp(name: str) -> RPArm:
+    arm = rp_arm(name)
+    if arm is None:
+        raise ValueError(f"{name!r} is not a self-distillation arm; allowed: {', '.join(RP_ARMS)} "
+                         "(optionally @seed<k>)")
+    return arm
+
+
+def rp_schedule(p: Profile, name: str) -> tuple[int, int | None]:
+    """``(max_steps, stop_at)`` of a self-distillation arm: the cosine horizon and where it stops (None: at it)."""
+    arm = _rp(name)
+    steps = p.extend.steps
+    if arm.schedule == "early":
+        return steps, p.selfdistill.ablation_steps
+    if arm.schedule == "matched":
+        return max(steps, int(round(steps * p.selfdistill.matched_steps_ratio))), None
+    return steps, None
+
+
+def rp_steps(p: Profile, name: str) -> int:
+    """Optimizer steps the arm actually trains."""
+    max_steps, stop_at = rp_schedule(p, name)
+    return stop_at or max_steps
+
+
+def longce_config(p: Profile) -> LongCEConfig:
+    """The profile's LongCE settings (``selfdistill.longce_window``, ``longce_stride``)."""
+    return LongCEConfig(window=p.selfdistill.longce_window, stride=p.selfdistill.longce_stride)
+
+
+def selfdistill_method(p: Profile, name: str, tokenizer, corpus_rows, seed: int | None = None) -> SelfDistillation:
+    """The :class:`SelfDistillation` of a named arm with the profile's settings, on FLT's rows."""
+    arm = _rp(name)
+    inner = extension_method(p, "flt", tokenizer, corpus_rows, seed=seed)
+    return SelfDistillation(name, arm.spec, inner, seed=p.extend.seed if seed is None else seed,
+                            pad_id=tokenizer.pad_token_id, bf16=p.selfdistill.bf16,
+                            longce=longce_config(p) if arm.spec.longce else None, stop_at=rp_schedule(p, name)[1])
+
+
+def rp_cache_fields(p: Profile, arm: RPArm) -> dict:
+    """What of the profile a self-distillation arm's weights depend on beyond ``extend`` and the base."""
+    sd = p.selfdistill
+    used = ("rope_theta", "bf16", "ablation_steps", "matched_steps_ratio", "longce_window", "longce_stride")
+    return {"rp": asdict(arm.spec), "schedule": arm.schedule, "selfdistill": {k: getattr(sd, k) for k in used}}
+
+
+def build(p: Profile, name: str, tokenizer=None, data: ArmData | None = None) -> ArmSpec:
+    """An ``rp_*`` arm: ``selfdistill.rope_theta``, positions up to the view's largest index, the dropout control's
+    dropout (switched off for evaluation); cosine over the arm's horizon (:func:`rp_schedule`) at
+    ``selfdistill.bf16``; a checkpoint every ``selfdistill.curve_every`` steps for the arms with a curve (RP-Fig4)."""
+    stem = split_seed(name)[0]
+    arm = _rp(stem)
+    need_data(name, "rows", data)
+    model = {"rope": rope_parameters("default", p.selfdistill.rope_theta),
+             "max_positions": arm.spec.max_index(p.extend.target_window) + 1}
+    dropout = arm.spec.perturbation == "dropout"
+    if dropout:
+        model["overrides"] = {"attention_dropout": arm.spec.dropout}
+    max_steps = rp_schedule(p, stem)[0]
+    method = None if data is None else selfdistill_method(p, stem, tokenizer, data.corpus_rows)
+    return ArmSpec(name, method, model, TrainConfig.from_section(p.extend, max_steps, schedule="cosine",
+                                                                 bf16=p.selfdistill.bf16, device=p.run.device),
+                   rp_cache_fields(p, arm), steps=rp_steps(p, stem),
+                   curve_every=p.selfdistill.curve_every if arm.curve else 0,
+                   final_config={"attention_dropout": 0.0} if dropout else {})

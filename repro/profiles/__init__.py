@@ -10,7 +10,9 @@ validates ranges so a bad value fails before any work starts.
 - :mod:`repro.profiles.run`: where the stages run (device, precision);
 - :mod:`repro.profiles.profile`: the :class:`Profile` (one field per section) and its ``override``;
 - :mod:`repro.profiles.validation`: every range and cross-field check;
-- :mod:`repro.profiles.registry`: ``smoke``, ``tiny`` and ``paper``, the one place profiles are registered.
+- :mod:`repro.profiles.registry`: ``smoke``, ``tiny`` and ``paper``, the one place profiles are registered;
+- :mod:`repro.profiles.variants`: a profile resized to one run (:func:`scaled_profile`);
+- :mod:`repro.profiles.overrides`: ``section.field=value`` strings (the command line) parsed to field types.
 
 Everything is importable from ``repro.profiles`` itself.
 """
@@ -26,11 +28,12 @@ from repro.profiles.testbed import (BASE_TASK_WEIGHTS, BASE_TRAIN_TASKS, EXTEND_
                                     SUITE_TASKS, TRAIN_TASKS, BaseTrainConfig, CorpusConfig, EvalConfig, ExtendConfig,
                                     ModelConfig, TokenizerConfig)
 from repro.profiles.validation import validate
+from repro.profiles.variants import scaled_profile
 
 __all__ = [
     "BASE_TASK_WEIGHTS", "BASE_TRAIN_TASKS", "CD_MEM_LENGTHS", "DESCRIPTIONS", "EXTEND_RUN_FIELDS", "PAPER",
     "PL_ARM_NAMES", "PL_MIX", "PL_SOURCES", "PROFILES", "REPLICATE_SEED_STRIDE", "RP_ABLATION_ARMS", "RP_MAIN_ARMS",
     "SMOKE", "SUITE_TASKS", "TINY", "TRAIN_TASKS", "BaseTrainConfig", "CDTConfig", "CorpusConfig", "EvalConfig",
     "ExtendConfig", "LongRecipeConfig", "ModelConfig", "ProLongConfig", "Profile", "RunConfig", "SelfDistillConfig",
-    "TokenizerConfig", "get_profile", "validate",
+    "TokenizerConfig", "get_profile", "scaled_profile", "validate",
 ]

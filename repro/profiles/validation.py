@@ -8,17 +8,17 @@ the evaluation grid against the target window), so a profile with several bad va
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Any
 
+from repro.profiles.cdt import CDTConfig
+from repro.profiles.longrecipe import LongRecipeConfig
 from repro.profiles.prolong import PL_ARM_NAMES
 from repro.profiles.run import validate_run
+from repro.profiles.selfdistill import COST_PROXIES, SelfDistillConfig
+from repro.profiles.testbed import ExtendConfig
 
-if TYPE_CHECKING:
-    from repro.profiles.cdt import CDTConfig
-    from repro.profiles.longrecipe import LongRecipeConfig
-    from repro.profiles.profile import Profile
-    from repro.profiles.selfdistill import SelfDistillConfig
-    from repro.profiles.testbed import ExtendConfig
+Profile = Any
+"""A :class:`repro.profiles.profile.Profile`: not imported, since ``profile.py`` imports this module (no cycle)."""
 
 
 def _range(value, lo, hi, what: str) -> None:
@@ -140,8 +140,6 @@ def _validate_selfdistill(sd: SelfDistillConfig, e: ExtendConfig) -> None:
 
 
 def _validate_proxy(section: str, name: str, steps: int) -> None:
-    from repro.profiles.selfdistill import COST_PROXIES
-
     if name not in COST_PROXIES:
         raise ValueError(f"{section}.cost_proxy={name!r}; allowed: {', '.join(COST_PROXIES)}")
     if steps < 1:

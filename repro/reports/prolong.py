@@ -308,7 +308,7 @@ def pl_tab20(suite, ppl, p: Profile) -> Report:
 
 def pl_tab18(suite, ppl, p: Profile) -> Report:
     """RoPE base at the target: the base model's, the dynamic-NTK value, 2x (the recipe), 4x."""
-    from repro.recipes.prolong import arm_rope_theta
+    from repro.methods.prolong import arm_rope_theta
 
     arms = {a: f"RoPE base {arm_rope_theta(p, a):.4g}" + {"pl_rope_orig": " (base model's)",
                                                           "pl_rope_ntk": " (dynamic NTK)", RECIPE: " (2x NTK)",

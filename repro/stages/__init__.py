@@ -1,7 +1,7 @@
 """Cached pipeline stages, one module per concern, sharing one caching helper.
 
 Data flows one way: corpus + tokenizer (:mod:`~repro.stages.corpus`) -> base model
-(:mod:`~repro.stages.base`) -> every trained arm (:mod:`~repro.stages.arms`, built by :mod:`repro.recipes`;
+(:mod:`~repro.stages.base`) -> every trained arm (:mod:`~repro.stages.arms`, built through :mod:`repro.arms`;
 :mod:`~repro.stages.extension` runs LongRecipe's analysis first for the anchor arms) -> LongRecipe's analysis
 (:mod:`~repro.stages.analysis`), replay and merging (:mod:`~repro.stages.replay`), CDT's task model
 (:mod:`~repro.stages.cdt`), ProLong's data streams (:mod:`~repro.stages.prolong`) -> evaluations
@@ -11,14 +11,14 @@ Data flows one way: corpus + tokenizer (:mod:`~repro.stages.corpus`) -> base mod
 checkpoint, ``force=True`` recomputes.
 
 The public functions are importable from here (``from repro import stages; stages.train_base(...)``); the
-recipe functions the notebooks call through ``stages`` (``extension_arms``, ``rp_steps``, ...) are
-:mod:`repro.recipes`'.
+arm functions the notebooks call through ``stages`` (``extension_arms``, ``rp_steps``, ...) are
+:mod:`repro.arms`' and the builders' (:mod:`repro.methods.selfdistill`, :mod:`repro.methods.prolong`, ...).
 """
 
-from repro.recipes import extension_arms
-from repro.recipes.extension import extension_method
-from repro.recipes.prolong import arm_proportions, arm_rope_theta, ntk_theta
-from repro.recipes.selfdistill import rp_schedule, rp_steps
+from repro.arms import extension_arms
+from repro.methods.extension import extension_method
+from repro.methods.prolong import arm_proportions, arm_rope_theta, ntk_theta
+from repro.methods.selfdistill import rp_schedule, rp_steps
 from repro.stages.analysis import analysis_texts, impactful_tokens, load_analysis
 from repro.stages.arms import prepare_extension_data, train_arm
 from repro.stages.attention import AttentionDistanceConfig, checkpoint_distances, model_distances
@@ -53,5 +53,5 @@ __all__ = [
     "cd_attention_maps", "cd_curve", "cd_memory", "cd_scores",  # repro.stages.cdt_analysis (the IG-scores notebook)
     "longppl_scores", "run_cd_suite",  # repro.stages.evaluation (CD-Tab2)
     "long_doc_ppl", "run_pl_suite",  # repro.stages.evaluation (ProLong's ablations)
-    "arm_proportions", "arm_rope_theta", "build_streams", "ntk_theta",  # ProLong (repro.recipes.prolong)
+    "arm_proportions", "arm_rope_theta", "build_streams", "ntk_theta",  # ProLong (repro.methods.prolong)
 ]

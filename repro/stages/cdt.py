@@ -1,5 +1,5 @@
 """Context Denoising Training's analysis model as a cached stage (the CD arms themselves train through
-:func:`repro.stages.arms.train_arm` with :mod:`repro.recipes.cdt`).
+:func:`repro.stages.arms.train_arm`, built by :func:`repro.methods.cdt.build`).
 
 :func:`train_task_model`: the base does not answer the multi-hop task (0% in ``TB-Base``), and the token-type
 analyses need right and wrong answers; so the base is fine-tuned on ``cdt.task`` rows at its own window (training
@@ -12,17 +12,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repro.data.tokenizer import load_tokenizer
+from repro.methods.cdt import TASK_OBJECTIVES, task_method, task_train_config
+from repro.methods.prepared import PreparedBatches, prepare_batches
+from repro.models import load_model
 from repro.profiles import Profile
+from repro.stages.base import train_base
 from repro.stages.cache import as_profile, compute_once, stage_dir, stage_key
-from repro.stages.curves import task_checkpoints
+from repro.stages.corpus import build_corpus
+from repro.stages.curves import export_curve, task_checkpoints
+from repro.stages.keys import base_key
+from repro.train import Trainer
 
 __all__ = ["task_checkpoints", "task_key", "train_task_model"]
 
 
 def task_key(p: Profile, objective: str) -> str:
     """Cache key of a task fine-tune: the base, what builds its rows, and the objective."""
-    from repro.stages.keys import base_key
-
     e, cd = p.extend, p.cdt
     used = {"task": cd.task, "steps": cd.task_steps, "lr": cd.task_lr, "curve_every": cd.task_curve_every}
     if objective == "cdt":
@@ -38,15 +44,6 @@ def train_task_model(profile: Profile | str, objective: str = "ce", run_dir: str
                      force: bool = False, progress: bool = True) -> Path:
     """Fine-tune (or reuse) the base on the analysis task with ``objective`` (``ce`` or ``cdt``); returns
     ``final``. Checkpoints along the way: :func:`task_checkpoints`."""
-    from repro.data.tokenizer import load_tokenizer
-    from repro.methods.prepared import PreparedBatches, prepare_batches
-    from repro.models import load_model
-    from repro.recipes.cdt import TASK_OBJECTIVES, task_method, task_train_config
-    from repro.stages.base import train_base
-    from repro.stages.corpus import build_corpus
-    from repro.stages.curves import export_curve
-    from repro.train import Trainer
-
     if objective not in TASK_OBJECTIVES:
         raise ValueError(f"objective={objective!r}; allowed: {', '.join(TASK_OBJECTIVES)}")
     p = as_profile(profile)

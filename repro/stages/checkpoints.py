@@ -6,7 +6,7 @@ from pathlib import Path
 
 from repro.profiles import Profile
 from repro.stages.cache import as_profile, stage_dir, verify_stage
-from repro.recipes import extension_arms
+from repro.arms import extension_arms
 from repro.stages.keys import base_key, extension_key, merge_key, replay_key
 
 

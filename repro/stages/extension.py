@@ -1,33 +1,31 @@
 """The extension stage's entry: any trained arm continues the same base checkpoint towards the target window.
 
-:func:`train_extension` trains an arm of any recipe through :func:`repro.stages.arms.train_arm`; for the arms that
-select anchor sentences it runs LongRecipe's impactful-token analysis first (on the plain FLT).
+:func:`train_extension` trains any arm of the table (:mod:`repro.arms`) through
+:func:`repro.stages.arms.train_arm`; for the arms that select anchor sentences it runs LongRecipe's impactful-token
+analysis first (on the plain FLT).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from repro.arms import build_arm
 from repro.io import read_jsonl
 from repro.profiles import Profile
+from repro.stages.analysis import impactful_tokens
 from repro.stages.arms import train_arm
 from repro.stages.cache import as_profile
 
 
 def train_extension(profile: Profile | str, method: str = "flt", run_dir: str | Path = "runs", force: bool = False,
                     progress: bool = True) -> Path:
-    """Extend the base model to the target window with a named arm (:mod:`repro.methods.arms`, any recipe of
-    :mod:`repro.recipes`); returns ``final``. Arms that select anchor sentences run the impactful-token analysis
-    first (on the plain FLT). ``<arm>@seed<k>`` trains replicate ``k`` of the arm: the same base and analysis,
-    its own data and step seeds (:func:`repro.recipes.replicate_profile`)."""
-    from repro import recipes
-
+    """Extend the base model to the target window with a named arm (any arm of :data:`repro.arms.ARMS`); returns
+    ``final``. Arms that select anchor sentences run the impactful-token analysis first (on the plain FLT).
+    ``<arm>@seed<k>`` trains replicate ``k`` of the arm: the same base and analysis, its own data and step seeds
+    (:func:`repro.arms.replicate_profile`)."""
     p = as_profile(profile)
-    _, arm = recipes.replicate_profile(p, method)
     anchors = None
-    if recipes.recipe_of(arm).needs_anchors(arm):
-        from repro.stages.analysis import impactful_tokens
-
+    if build_arm(p, method).needs_anchors:
         anchors = impactful_tokens(p, run_dir, progress=progress)["anchors"]
     return train_arm(p, method, run_dir, force, progress, anchors=anchors)
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from repro.profiles import Profile
-from repro.recipes.variants import replicate_profile
+from repro.arms import build_arm, replicate_profile
+from repro.methods.armspec import Upstream
+from repro.methods.prolong import long_threshold
+from repro.profiles import EXTEND_RUN_FIELDS, Profile
 from repro.stages.cache import stage_key
 
-__all__ = ["analysis_key", "base_key", "corpus_key", "extend_fields", "extension_key", "merge_key", "replay_key",
-           "replicate_profile", "streams_key"]
+__all__ = ["analysis_key", "arm_fields", "base_key", "corpus_key", "extend_fields", "extension_key", "merge_key",
+           "replay_key", "replicate_profile", "streams_key"]
 
 
 def corpus_key(p: Profile) -> str:
@@ -27,47 +29,24 @@ def base_key(p: Profile) -> str:
                               "max_pos": max(p.eval.lengths)})
 
 
-def _spec_key(p: Profile, method: str) -> dict:
-    """What of an arm's spec changes its result (defaults of later fields are left out so that
-    earlier caches stay valid)."""
-    from repro.methods import ExtensionSpec, extension_spec
-    from repro.methods.arms import cd_arm, pl_arm, rp_arm
-    from repro.recipes import BUILTIN, recipe_of
+def arm_fields(p: Profile, method: str) -> dict:
+    """What of an arm's settings changes its result: its builder's ``cache_fields``
+    (:attr:`repro.arms.ArmSpec.cache_fields`), each :class:`~repro.methods.armspec.Upstream` replaced by the key of
+    the stage it names (LongRecipe's analysis for the anchor arms, ProLong's streams)."""
+    upstream = {"analysis": analysis_key, "streams": streams_key}
 
-    recipe = recipe_of(method)
-    if recipe.name not in BUILTIN:  # a recipe registered beside the papers': its own fields
-        return {"recipe": recipe.name, "fields": recipe.key_fields(p, method)}
+    def fill(v):
+        if isinstance(v, Upstream):
+            return upstream[v.stage](p)
+        return {k: fill(x) for k, x in v.items()} if isinstance(v, dict) else v
 
-    if pl_arm(method) is not None:  # ProLong's own rows, RoPE base and length
-        from repro.recipes.prolong import key_fields
-
-        return {"pl": {**key_fields(p, method), "data": streams_key(p)}}
-    if cd_arm(method) is not None:  # trained as rp_standard with the CDT objective
-        from repro.recipes.cdt import key_fields
-
-        sd = dataclasses.asdict(p.selfdistill)
-        return {"cd": key_fields(p), "selfdistill": {k: sd[k] for k in ("rope_theta", "bf16")}}
-    if (arm := rp_arm(method)) is not None:
-        sd = dataclasses.asdict(p.selfdistill)
-        used = ("rope_theta", "bf16", "ablation_steps", "matched_steps_ratio", "longce_window", "longce_stride")
-        return {"rp": dataclasses.asdict(arm.spec), "schedule": arm.schedule, "selfdistill": {k: sd[k] for k in used}}
-    spec = extension_spec(method)
-    key = {"transform": spec.transform, "sample_len": spec.sample_len, "params": spec.params}
-    default = ExtensionSpec()
-    if spec.sample_ratio != default.sample_ratio or spec.selection != default.selection:
-        key.update(sample_ratio=spec.sample_ratio, selection=spec.selection,
-                   resolved_len=spec.resolve_len(p.extend.target_window, p.longrecipe.sample_ratio))
-    if spec.selection == "anchors":
-        key["anchors"] = analysis_key(p)
-    return key
+    return fill(build_arm(p, method).cache_fields)
 
 
 def extend_fields(p: Profile) -> dict:
     """``p.extend`` without :data:`repro.profiles.EXTEND_RUN_FIELDS` (scheduling only: the bits do not depend
     on them); ``sequence_parallel`` only when it is not 1, so keys of runs without sequence parallelism are
     unchanged."""
-    from repro.profiles import EXTEND_RUN_FIELDS
-
     return {k: v for k, v in dataclasses.asdict(p.extend).items()
             if k not in EXTEND_RUN_FIELDS and not (k == "sequence_parallel" and v == 1)}
 
@@ -76,13 +55,11 @@ def extension_key(p: Profile, method: str) -> str:
     """Key of arm ``method``'s extension; a replicate ``<arm>@seed<k>`` is its arm at the replicate's seed."""
     p, method = replicate_profile(p, method)
     return stage_key("extend", {"base": base_key(p), "extend": extend_fields(p), "method": method,
-                                "spec": _spec_key(p, method)})
+                                "spec": arm_fields(p, method)})
 
 
 def streams_key(p: Profile) -> str:
     """Key of ProLong's data streams: the corpus (its tokenizer), the sources, which are long, the threshold."""
-    from repro.recipes.prolong import long_threshold
-
     pl = p.prolong
     return stage_key("pldata", {"corpus": corpus_key(p), "sources": pl.sources, "long": pl.long_streams,
                                 "threshold": long_threshold(p)})

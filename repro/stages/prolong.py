@@ -1,5 +1,5 @@
-"""ProLong's data streams as a cached stage (PL-Tab3); the arms train through :func:`repro.stages.arms.train_arm`
-with :mod:`repro.recipes.prolong`.
+"""ProLong's data streams as a cached stage (PL-Tab3); the arms train through :func:`repro.stages.arms.train_arm`,
+built by :func:`repro.methods.prolong.build`.
 
 :func:`build_streams`: each ``prolong.sources`` entry read and tokenized once (:mod:`repro.data.long_sources`),
 split by the long threshold (long streams keep documents at or above it, the others the shorter ones), cached
@@ -10,22 +10,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repro.data.long_sources import long_tokens, source_documents, split_by_length
+from repro.data.streams import save_stream
+from repro.data.tokenizer import load_tokenizer
 from repro.io import atomic_dir, atomic_write_json
 from repro.manifest import with_environment
+from repro.methods.prolong import long_threshold
 from repro.profiles import Profile
 from repro.stages.cache import as_profile, compute_once, stage_dir
+from repro.stages.corpus import build_corpus
 from repro.stages.keys import streams_key
 
 
 def build_streams(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False) -> Path:
     """Read, tokenize and split ``prolong.sources`` once; returns the folder (``manifest.json`` holds PL-Tab3's
     counts per source: documents and tokens in all and at or above the threshold, and what each stream keeps)."""
-    from repro.data.long_sources import long_tokens, source_documents, split_by_length
-    from repro.data.streams import save_stream
-    from repro.data.tokenizer import load_tokenizer
-    from repro.recipes.prolong import long_threshold
-    from repro.stages.corpus import build_corpus
-
     p = as_profile(profile)
     out = stage_dir(run_dir, p, "pldata", streams_key(p))
     with compute_once(out, "manifest.json", force) as done:

@@ -5,13 +5,18 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from repro.data.tokenizer import load_tokenizer
 from repro.io import atomic_write_json
+from repro.merging import merge_checkpoints
+from repro.methods import get_method
+from repro.models import load_model
 from repro.profiles import Profile
 from repro.stages.base import train_base
 from repro.stages.cache import as_profile, checkpoint_id, compute_once, stage_dir
 from repro.stages.corpus import Corpus, build_corpus
 from repro.stages.extension import extension_tokens, train_extension
 from repro.stages.keys import merge_key, replay_key
+from repro.train import Trainer, TrainConfig
 
 
 def replay_steps(p: Profile, ext_tokens: int) -> int:
@@ -25,8 +30,6 @@ def replay_method(p: Profile, tokenizer, corpus: Corpus):
     """The replay data stream (the registered ``replay`` method): the base curriculum's last stage
     (retrieval, copy and corpus rows at the base window), ``extend.batch_size`` base windows of
     retrieval per step, its own seed."""
-    from repro.methods import get_method
-
     # a seed of its own (a prime offset), so replay does not repeat the base model's batches
     b = replace(p.base, seed=p.base.seed + 7919, tokens_per_step=p.extend.batch_size * p.base.window)
     return get_method("replay", cfg=b, tokenizer=tokenizer, corpus=corpus.rows(weight=b.lm_weight),
@@ -39,10 +42,6 @@ def train_replay(profile: Profile | str, method: str, run_dir: str | Path = "run
     training distribution (the curriculum's last stage: retrieval, copy and corpus rows at the base
     window) at ``replay_lr_ratio`` x the extension learning rate, for ``replay_token_fraction`` of its
     tokens. Returns ``final``."""
-    from repro.data.tokenizer import load_tokenizer
-    from repro.models import load_model
-    from repro.train import Trainer, TrainConfig
-
     p = as_profile(profile)
     out = stage_dir(run_dir, p, f"replay-{method}", replay_key(p, method))
     with compute_once(out, "final", force) as done:
@@ -69,8 +68,6 @@ def train_replay(profile: Profile | str, method: str, run_dir: str | Path = "run
 def merge_replayed(profile: Profile | str, method: str, run_dir: str | Path = "runs", force: bool = False,
                    progress: bool = True) -> Path:
     """Eq. 8: ``λ1 · base + λ2 · (method after replay)``; returns the merged folder."""
-    from repro.merging import merge_checkpoints
-
     p = as_profile(profile)
     out = stage_dir(run_dir, p, f"merge-{method}", merge_key(p, method))
     with compute_once(out, "final", force) as done:

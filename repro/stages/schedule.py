@@ -11,10 +11,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from repro.arms import build_arm
+from repro.methods.arms import cd_arm, pl_arm, rp_arm, split_seed
+from repro.methods.extension import extension_spec
+from repro.methods.selfdistill import rp_steps
 from repro.profiles import Profile
 from repro.recipes.plans import TIMED_ARMS
+from repro.stages import evaluation
+from repro.stages.analysis import impactful_tokens
+from repro.stages.base import train_base
 from repro.stages.cache import as_profile
 from repro.stages.concurrent import Job, run_jobs
+from repro.stages.extension import train_extension
+from repro.stages.replay import merge_replayed, train_replay
 
 
 def _threads(workers: int) -> int:
@@ -24,16 +33,11 @@ def _threads(workers: int) -> int:
 
 def _cost(p: Profile, name: str) -> float:
     """Relative training cost of an arm (tokens per step x steps x passes), to start the longest first."""
-    from repro.methods import extension_spec
-    from repro.methods.arms import cd_arm, pl_arm, rp_arm, split_seed
-
     if pl_arm(name) is not None:  # full-length rows (a long-training arm: the same tokens)
         return p.extend.target_window
     if cd_arm(name) is not None:  # a CE step plus a forward and an activation-only backward
         return p.extend.target_window * 1.7
     if (arm := rp_arm(name)) is not None:
-        from repro.recipes.selfdistill import rp_steps
-
         s = arm.spec
         passes = 1.0 if s.consistency == "none" or s.lam == 0 else 1.5 if s.view == "skip" and s.shared_prefix else 2.0
         return p.extend.target_window * passes * (1.5 if s.longce else 1.0) * rp_steps(p, name) / p.extend.steps
@@ -49,16 +53,10 @@ def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path
     are those of a serial run. The arms whose step times the cost tables report
     (:data:`repro.recipes.plans.TIMED_ARMS`) then train one at a time, each on all the cores.
     """
-    from repro.methods import extension_spec
-    from repro.methods.arms import extension_family, split_seed
-    from repro.stages.analysis import impactful_tokens
-    from repro.stages.base import train_base
-    from repro.stages.extension import train_extension
-
     p = as_profile(profile)
     w = workers or p.extend.workers
     train_base(p, run_dir, progress=progress)
-    needs = {n: extension_family(n) and extension_spec(split_seed(n)[0]).selection == "anchors" for n in names}
+    needs = {n: build_arm(p, n).needs_anchors for n in names}
     out: dict[str, Path] = {}
     for group in ([n for n in names if not needs[n]], [n for n in names if needs[n]]):
         if not group:
@@ -76,8 +74,6 @@ def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path
 def replay_and_merge(profile: Profile | str, names: Sequence[str], run_dir: str | Path = "runs",
                      force: bool = False, progress: bool = True, workers: int | None = None) -> dict[str, Path]:
     """LongRecipe §4.3 for each arm in ``names``: replay (side by side), then merge; arm -> replay ``final``."""
-    from repro.stages.replay import merge_replayed, train_replay
-
     p = as_profile(profile)
     w = workers or p.extend.workers
     res = run_jobs([Job.of(train_replay, p, n, run_dir=run_dir, force=force) for n in names],
@@ -91,8 +87,6 @@ def evaluate_arms(profile: Profile | str, names: Sequence[str], fns: Sequence[st
                   force: bool = False, progress: bool = True, workers: int | None = None) -> dict[str, dict]:
     """Each evaluation stage in ``fns`` (``run_lr_suite``, ``short_lm_loss``, ``run_suite``) on each checkpoint,
     side by side; ``{fn: {name: (record, seconds)}}``."""
-    from repro.stages import evaluation
-
     p = as_profile(profile)
     w = workers or p.extend.workers
     if bad := [fn for fn in fns if fn.startswith("_") or not callable(getattr(evaluation, fn, None))]:

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from repro.__main__ import main
+from repro.__main__ import build_parser, main, parse
+from repro.cli.train import arm_spec, build_parts, model_rope, run_profile, run_rope
+from repro.models import build_tiny
+from repro.profiles import ModelConfig
 from repro.io import read_jsonl
 from repro.pipeline import REPO
 
@@ -74,6 +77,94 @@ def test_bad_arguments_name_the_value_and_write_nothing(tiny_model_dir, text_fol
     err = capsys.readouterr().err
     assert named in err and "allowed" in err
     assert not out.exists()
+
+
+def test_profile_fields_are_overridden_by_section_field_value(tiny_model_dir, text_folder, tmp_path):
+    argv = [*_args(tiny_model_dir, text_folder, tmp_path / "o", "cdt", 2), "cdt.beta=3", "extend.warmup_steps=1"]
+    argv.insert(3, "selfdistill.bf16=false")  # before the options too
+    p = run_profile(parse(build_parser(), argv))
+    assert (p.cdt.beta, p.extend.warmup_steps, p.selfdistill.bf16) == (3.0, 1, False)
+    assert (p.extend.steps, p.extend.target_window) == (2, 128)  # the flags still apply
+    spec = arm_spec(p, "cdt")
+    assert spec.cache_fields["cd"]["beta"] == 3.0 and spec.train.warmup_steps == 1 and spec.train.bf16 is False
+    assert main(argv) == 0
+    assert json.loads((tmp_path / "o" / "run.json").read_text())["train_config"]["warmup_steps"] == 1
+    # a field tied to the run's size moves along with it unless named: LongCE's window at most the base window
+    small = run_profile(parse(build_parser(), [*argv, "--base-window", "64"]))
+    assert small.selfdistill.longce_window <= 64
+    named = run_profile(parse(build_parser(), [*argv, "selfdistill.eval_lengths=64,128"]))
+    assert named.selfdistill.eval_lengths == (64, 128)
+
+
+@pytest.mark.parametrize("override,named", [
+    ("cdtx.beta=3", "unknown profile section 'cdtx' in 'cdtx.beta=3'; allowed: corpus, tokenizer"),
+    ("cdt.betx=3", "unknown field 'betx' of section 'cdt' in 'cdt.betx=3'; allowed: beta, threshold"),
+    ("cdt.beta=abc", "cdt.beta='abc' is not a number; allowed: a number"),
+    ("extend.steps=2.5", "extend.steps='2.5' is not an integer; allowed: an integer"),
+    ("cdt.beta=-1", "cdt.beta=-1.0, cdt.threshold='document'; allowed: a finite beta >= 0"),
+    ("cdt.threshold=page", "cdt.threshold='page'; allowed: a finite beta >= 0, threshold document or row"),
+    ("selfdistill.bf16=maybe", "selfdistill.bf16='maybe' is not a bool; allowed: true"),
+    ("extend.target_window=64", "extend.target_window is set by --target; allowed: that flag"),
+    ("cdt", "profile override 'cdt' does not parse; allowed: section.field=value"),
+])
+def test_bad_overrides_are_one_error_line_and_write_nothing(tiny_model_dir, text_folder, tmp_path, capsys, override,
+                                                            named):
+    out = tmp_path / "bad"
+    assert main([*_args(tiny_model_dir, text_folder, out, "cdt", 2), override]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and named in err[0], err
+    assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def base_100k(tmp_path_factory, small_tokenizer):
+    """A 1-layer random Llama whose own RoPE base is 100,000 (as SmolLM2's)."""
+    cfg = ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=2,
+                      rope_theta=100_000.0)
+    path = tmp_path_factory.mktemp("rope") / "m"
+    tok = small_tokenizer
+    build_tiny(cfg, len(tok), 2048, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id, seed=0).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("method", ["cdt", "selfdistill", "prolong"])
+def test_own_model_keeps_its_rope_base_without_rope_flags(base_100k, text_folder, tmp_path, capsys, method):
+    out = tmp_path / method
+    assert main(_args(base_100k, text_folder, out, method, 1)) == 0
+    assert model_rope(out / "final")["rope_theta"] == 100_000.0  # not the profile's 40,000 nor an NTK value
+    assert "note:" not in capsys.readouterr().err
+
+
+def test_rope_theta_sets_the_base_with_one_note(base_100k, text_folder, tmp_path, capsys):
+    out = tmp_path / "cdt"
+    assert main(_args(base_100k, text_folder, out, "cdt", 1, "--rope-theta", "64000")) == 0
+    assert model_rope(out / "final")["rope_theta"] == 64_000.0
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note:")]
+    assert notes == ["note: RoPE changed from the model's default rope_theta=100000 to default rope_theta=64000 "
+                     "(--rope-theta)"]
+
+
+def test_a_profile_rope_scaling_stays_on_the_models_own_base():
+    own = {"rope_type": "default", "rope_theta": 100_000.0}
+    dynamic = {"rope_type": "dynamic", "rope_theta": 500_000.0, "factor": 4.0}
+    rope, note = run_rope(dynamic, own, None)
+    assert rope == {**dynamic, "rope_theta": 100_000.0} and "dynamic rope_theta=100000 factor=4" in note
+    assert run_rope({"rope_type": "default", "rope_theta": 40_000.0}, own, None) == (None, None)
+    assert run_rope(None, own, 100_000.0) == (None, None)  # the model's own base asked for: nothing changes
+
+
+@pytest.mark.parametrize("method", ["cdt", "selfdistill", "longce"])
+def test_dtype_governs_the_methods_autocast(tiny_model_dir, text_folder, tmp_path, method):
+    def parts(dtype):
+        argv = _args(tiny_model_dir, text_folder, tmp_path / dtype, method, 1, "--dtype", dtype, "--device", "cpu")
+        argv[argv.index("smoke")] = "tiny"  # tiny's selfdistill.bf16 is on
+        return build_parts(build_parser().parse_args(argv))
+
+    f32, bf16, auto = parts("float32"), parts("bfloat16"), parts("auto")
+    assert f32.method.bf16 is False and f32.cfg.bf16 is False
+    assert bf16.method.bf16 is True and bf16.cfg.bf16 is True
+    assert auto.method.bf16 is True  # auto on the CPU: the profile's setting
 
 
 def test_longrecipe_needs_anchors(tiny_model_dir, text_folder, tmp_path, capsys):

@@ -154,7 +154,7 @@ def test_ctrl_c_of_another_command_says_nothing_half_written_is_kept(capsys):
     """Any other command stopped by Ctrl-C ends with exit 130 and the generic line, no traceback."""
     from unittest import mock
 
-    from repro.cli import INTERRUPTED, main
+    from repro.__main__ import INTERRUPTED, main
 
     with mock.patch("repro.cli.misc.main", side_effect=KeyboardInterrupt):
         assert main(["profiles"]) == 130

@@ -64,7 +64,8 @@ def test_every_module_imports_alone_in_a_fresh_interpreter():
 
 def test_methods_import_neither_the_trainer_nor_the_analyses():
     """The methods sit below ``repro.train`` and ``repro.analysis``: no import of either, at module level or inside a
-    function."""
+    function, but for the settings dataclass ``repro.train.config.TrainConfig`` the arm builders return (it imports
+    nothing of the trainer)."""
     bad = []
     for path in sorted((REPO / "repro" / "methods").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -75,7 +76,7 @@ def test_methods_import_neither_the_trainer_nor_the_analyses():
                 names = [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == "repro"
                                          else [])
             bad += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names
-                    if n.split(".")[:2] in (["repro", "train"], ["repro", "analysis"])]
+                    if n.split(".")[:2] in (["repro", "train"], ["repro", "analysis"]) and n != "repro.train.config"]
     assert not bad, bad
 
 
@@ -121,11 +122,10 @@ def test_module_level_import_graph_has_no_cycle():
 def test_every_arm_of_every_profile_resolves_and_yields_a_batch(profile, small_tokenizer, corpus_rows):
     from repro.data.streams import TokenStream
     from repro.methods.arms import cd_arm, pl_arm, rp_arm, split_seed
-    from repro.recipes import extension_arms
-    from repro.recipes.extension import extension_method
-    from repro.recipes import replicate_profile
-    from repro.recipes.prolong import arm_length, prolong_method
-    from repro.recipes.selfdistill import selfdistill_method
+    from repro.arms import extension_arms, replicate_profile
+    from repro.methods.extension import extension_method
+    from repro.methods.prolong import arm_length, prolong_method
+    from repro.methods.selfdistill import selfdistill_method
 
     p = PROFILES[profile]
     arms = extension_arms(p)
@@ -144,7 +144,7 @@ def test_every_arm_of_every_profile_resolves_and_yields_a_batch(profile, small_t
             assert b["perturbed_position_ids"].max() <= rp_arm(name).spec.max_index(T)
             continue
         if cd_arm(name) is not None:  # CDT: rp_standard's rows (FLT's at the replicate's seed), its own objective
-            from repro.recipes.cdt import cdt_method
+            from repro.methods.cdt import cdt_method
 
             m = cdt_method(*replicate_profile(p, name), small_tokenizer, corpus_rows)
             ref = selfdistill_method(*replicate_profile(p, name.replace("cdt", "rp_standard")), small_tokenizer,
@@ -250,7 +250,7 @@ def test_extension_family_is_exactly_the_arms_with_an_extension_spec(profile):
     """The LR-Cost notebook cell times the extension family alone: an RP or CDT arm there has no spec."""
     from repro.methods import ExtensionSpec, extension_spec
     from repro.methods.arms import extension_family, split_seed
-    from repro.recipes import extension_arms
+    from repro.arms import extension_arms
 
     names = {n for paper in ("longrecipe", "selfdistill", "cdt", "all") for n in extension_arms(profile, paper)}
     assert {"flt", "cdt", "rp_standard"} <= names

@@ -8,7 +8,7 @@ import torch
 from tests.parallel.method_worker import reference, run_method_check, train_args
 
 METHODS = ("flt", "pose", "rpes", "longrecipe", "selfdistill", "longce", "cdt", "prolong")
-"""Every command-line method (``repro.recipes.cli_methods``)."""
+"""Every command-line method (``repro.arms.METHOD_NAMES``)."""
 TARGET, ROWS = 128, 4
 SETUPS = {"sp2": (2, 2, "contiguous"), "sp4": (4, 4, "zigzag"), "dp2xsp2": (4, 2, "contiguous")}
 """name -> (processes, ranks per row, layout)."""

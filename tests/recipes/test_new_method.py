@@ -1,8 +1,9 @@
-"""A new method is one method module, one recipe entry and one registry line: this file is all three.
+"""A new method is one objective (here a data method), one builder and one line in the arm table: this file is all
+three.
 
 ``ShiftedWindow`` (a toy position-shift method: each row is a corpus chunk of the target length whose position
-ids start at a random offset below the target) is defined and registered here, its recipe is registered here,
-and it trains for two steps through ``python -m repro train`` without any other module knowing of it.
+ids start at a random offset below the target) is defined here, its builder too, and the fixture adds its table line;
+it trains for two steps through ``python -m repro train`` without any other module knowing of it.
 """
 
 import json
@@ -11,12 +12,15 @@ import math
 import numpy as np
 import pytest
 
-from repro import recipes
+from repro import arms
 from repro.__main__ import main
 from repro.data.packing import Segment, pack_rows
+from repro.data.synthetic import CorpusRows
 from repro.io import read_jsonl
-from repro.methods import METHODS, register_method
 from repro.methods.registry import step_rng
+from repro.profiles import REPLICATE_SEED_STRIDE, get_profile, scaled_profile
+from repro.stages.keys import extension_key
+from repro.train import TrainConfig
 
 NAME = "shifted_window"
 
@@ -51,32 +55,24 @@ class ShiftedWindow:
         pass
 
 
-# 2. the recipe entry
-def _build(p, arm, tokenizer, inputs, seed):
+# 2. the builder: the spec of the arm from a profile (its method only when data is given)
+def build(p, name, tokenizer=None, data=None, fields=None):
     e = p.extend
-    return METHODS[NAME](target=e.target_window, batch_size=e.batch_size, corpus_rows=inputs.corpus_rows,
-                         pad_id=tokenizer.pad_token_id, seed=e.seed if seed is None else seed)
-
-
-def _settings(p, arm):  # positions reach twice the target
-    return {"rope": None, "max_positions": 2 * p.extend.target_window}
-
-
-RECIPE = recipes.Recipe(NAME, owns=lambda arm: arm == NAME, method=_build, cli={"shifted": NAME},
-                        model_settings=_settings)
+    method = None if data is None else ShiftedWindow(e.target_window, e.batch_size, data.corpus_rows,
+                                                     tokenizer.pad_token_id, e.seed)
+    return arms.ArmSpec(name, method, {"rope": None, "max_positions": 2 * e.target_window},  # positions reach 2x
+                        TrainConfig.from_section(e, e.steps, schedule="cosine", device=p.run.device),
+                        fields or {"shift": "uniform below the target"}, steps=e.steps)
 
 
 @pytest.fixture
-def registered():
-    register_method(NAME)(ShiftedWindow)  # what @register_method(NAME) does in a method module
-    recipes.register_recipe(RECIPE)  # 3. the registry line
-    yield
-    recipes.unregister_recipe(NAME)
-    METHODS.pop(NAME)
+def registered(monkeypatch):
+    monkeypatch.setitem(arms.ARMS, NAME, build)  # 3. the table line (in repro/arms.py: NAME: build)
+    monkeypatch.setitem(arms.METHOD_NAMES, "shifted", NAME)  # and its command-line name
 
 
 def test_a_method_defined_here_trains_through_the_command_line(registered, tiny_model_dir, text_folder, tmp_path):
-    assert recipes.cli_methods()["shifted"] == NAME and recipes.family(NAME) == NAME
+    assert arms.METHOD_NAMES["shifted"] == NAME and arms.builder_of(f"{NAME}@seed1") is build
     out = tmp_path / "shifted"
     assert main(["train", "--model", str(tiny_model_dir), "--method", "shifted", "--target", "128", "--data",
                  f"folder:{text_folder}", "--steps", "2", "--batch-size", "2", "--lr", "3e-3", "--out", str(out),
@@ -88,43 +84,32 @@ def test_a_method_defined_here_trains_through_the_command_line(registered, tiny_
     assert (out / "final" / "model.safetensors").exists()
 
 
-def test_the_recipe_builds_what_the_method_defines(registered, small_tokenizer):
-    from repro.data.synthetic import CorpusRows
-    from repro.profiles import get_profile
-
-    p = recipes.scaled_profile(get_profile("smoke"), 64, batch_size=3)
+def test_the_table_builds_what_the_method_defines(registered, small_tokenizer):
+    p = scaled_profile(get_profile("smoke"), 64, batch_size=3)
     toks = np.arange(1, 301, dtype=np.int64) % 500
-    m = recipes.build_method(p, NAME, small_tokenizer, corpus_rows=CorpusRows(toks, np.array([0, 300])))
+    spec = arms.build_arm(p, NAME, small_tokenizer, arms.ArmData(corpus_rows=CorpusRows(toks, np.array([0, 300]))))
+    m = spec.method
     b = m.batch(0)
     assert b["input_ids"].shape == (3, 64)
     starts = b["position_ids"][:, 0]
     assert (b["position_ids"] == starts[:, None] + np.arange(64)).all() and (starts < 64).all()
     assert (m.batch(0)["position_ids"] == b["position_ids"]).all()  # a pure function of the step
-    assert recipes.model_settings(p, NAME) == {"rope": None, "max_positions": 128}
-    assert recipes.train_config(p, NAME).max_steps == p.extend.steps  # FLT's defaults where the recipe is silent
+    assert spec.model == {"rope": None, "max_positions": 128} and spec.train.max_steps == p.extend.steps
+    assert arms.build_arm(p, NAME).method is None  # without data: what a key or a plan needs
+    assert arms.build_arm(p, f"{NAME}@seed2").train.seed == p.extend.seed + 2 * REPLICATE_SEED_STRIDE  # its seed
 
 
 def test_unregistered_the_method_is_unknown_to_the_command_line(tiny_model_dir, text_folder, tmp_path, capsys):
-    assert "shifted" not in recipes.cli_methods()
+    assert "shifted" not in arms.METHOD_NAMES and NAME not in arms.ARMS
     assert main(["train", "--model", str(tiny_model_dir), "--method", "shifted", "--target", "128", "--data",
                  f"folder:{text_folder}", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert "unknown method 'shifted'; allowed: flt, pose" in err and not (tmp_path / "x").exists()
 
 
-def test_registering_a_clashing_command_line_name_is_refused():
-    with pytest.raises(ValueError, match=r"command-line names \['flt'\] already belong to \['extension'\]"):
-        recipes.register_recipe(recipes.Recipe("other", owns=lambda arm: False, method=_build, cli={"flt": "x"}))
-    assert "other" not in recipes.RECIPES
-
-
-def test_the_pipeline_keys_the_new_arm_by_its_recipe(registered, monkeypatch):
-    from repro.profiles import get_profile
-    from repro.stages.keys import extension_key
-
+def test_the_pipeline_keys_the_new_arm_by_its_cache_fields(registered, monkeypatch):
     p = get_profile("smoke")
     key = extension_key(p, NAME)
     assert key not in (extension_key(p, "flt"), extension_key(p, f"{NAME}@seed1"))
-    monkeypatch.setitem(recipes.RECIPES, NAME, RECIPE.__class__(**{**RECIPE.__dict__,
-                                                                    "key_fields": lambda p, arm: {"x": 1}}))
-    assert extension_key(p, NAME) != key  # what the recipe says its weights depend on enters the key
+    monkeypatch.setitem(arms.ARMS, NAME, lambda *a, **k: build(*a, **k, fields={"x": 1}))
+    assert extension_key(p, NAME) != key  # what the builder says its weights depend on enters the key

@@ -4,7 +4,7 @@ import pytest
 
 from repro.profiles import REPLICATE_SEED_STRIDE, get_profile
 from repro.stages import checkpoint_path, extension_arms, extension_key
-from repro.recipes import replicate_profile
+from repro.arms import replicate_profile
 
 
 def test_a_training_seed_replicate_has_its_own_stage_folder(tmp_path):

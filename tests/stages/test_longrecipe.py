@@ -7,7 +7,7 @@ from safetensors.torch import load_file
 
 from repro import stages
 from repro.io import read_json
-from repro.stages.keys import _spec_key
+from repro.stages.keys import arm_fields
 from repro.methods import EXTENSION_METHODS, ExtensionSpec, extension_spec, ratio_arm
 from repro.models import load_model
 from repro.profiles import get_profile
@@ -47,9 +47,9 @@ def test_arm_names_and_ratios():
 def test_flt_cache_key_is_unchanged_by_the_new_spec_fields():
     # FLT's key hashes only the original spec fields, so extension caches made before the LongRecipe
     # arms existed stay valid (the data stream of FLT did not change)
-    key = _spec_key(get_profile("tiny"), "flt")
+    key = arm_fields(get_profile("tiny"), "flt")
     assert key == {"transform": "identity", "sample_len": None, "params": {}}
-    lr = _spec_key(get_profile("tiny"), "longrecipe")
+    lr = arm_fields(get_profile("tiny"), "longrecipe")
     assert lr["resolved_len"] == 307 and lr["selection"] == "anchors" and lr["anchors"] == stages.analysis_key(
         get_profile("tiny"))
 

@@ -8,7 +8,7 @@ import pytest
 from repro.models import load_model
 from repro.profiles import get_profile
 from repro.stages.extension import train_extension
-from repro.recipes.prolong import arm_proportions, arm_rope_theta, ntk_theta
+from repro.methods.prolong import arm_proportions, arm_rope_theta, ntk_theta
 from repro.stages.prolong import build_streams
 
 
@@ -62,7 +62,7 @@ def test_arms_train_with_their_rope_length_and_masks(run_dir):
     # with only short documents drawn, the masked rows restart at every document, the unmasked ones never
     from repro.data.tokenizer import load_tokenizer
     from repro.stages.corpus import build_corpus
-    from repro.recipes.prolong import prolong_method
+    from repro.methods.prolong import prolong_method
 
     short = p.override(prolong={"mix": (("code", 0.0), ("books", 0.0), ("short", 1.0)), "task_share": 0.0})
     tok = load_tokenizer(build_corpus(p, run_dir).path / "tokenizer")

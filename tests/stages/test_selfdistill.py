@@ -10,7 +10,7 @@ from repro.methods.arms import RP_ARMS
 from repro.models import load_model
 from repro.profiles import get_profile
 from repro.stages.extension import train_extension
-from repro.recipes.selfdistill import rp_schedule, rp_steps
+from repro.methods.selfdistill import rp_schedule, rp_steps
 from repro.stages.curves import curve_checkpoints
 
 

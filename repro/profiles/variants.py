@@ -1,11 +1,10 @@
-"""Profiles derived for one run: resized to another target window (the command line's runs, the dry run's
-one-step checks) and moved to a training-seed replicate's seed."""
+"""A profile resized to one run: another target window (the command line's runs, the dry run's one-step checks)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from repro.profiles import Profile
+from repro.profiles.profile import Profile
 
 
 def scaled_profile(p: Profile, target: int, *, base_window: int | None = None, batch_size: int | None = None,
@@ -37,16 +36,3 @@ def scaled_profile(p: Profile, target: int, *, base_window: int | None = None, b
     for sec, values in sections.items():
         parts[sec] = {**parts.get(sec, {}), **values}
     return p.override(**parts)
-
-
-def replicate_profile(p: Profile, name: str) -> tuple[Profile, str]:
-    """``(profile, arm)`` that train replicate ``name``: ``flt@seed2`` -> ``p`` with ``extend.seed`` moved by
-    ``2 * REPLICATE_SEED_STRIDE``, ``"flt"``; a plain name -> ``(p, name)``. Replay/merge suffixes stay in
-    ``arm`` (``pose+replay@seed1`` -> ``pose+replay``)."""
-    from repro.methods.arms import split_seed
-    from repro.profiles import REPLICATE_SEED_STRIDE
-
-    stem, k = split_seed(name)
-    if not k:
-        return p, name
-    return p.override(extend={"seed": p.extend.seed + REPLICATE_SEED_STRIDE * k}), stem
