@@ -29,7 +29,7 @@ def test_a_concurrent_run_trains_the_weights_of_a_serial_run(tmp_path):
 def test_a_failing_job_is_named(tmp_path):
     jobs = [Job.of(train_extension, "smoke", "no_such_arm", run_dir=str(tmp_path))] * 2
     with pytest.raises(RuntimeError,
-                       match=r"stage job train_extension\(no_such_arm\) failed: .*unknown extension method"):
+                       match=r"stage job train_extension\(no_such_arm\) failed: .*unknown arm .no_such_arm."):
         run_jobs(jobs, workers=2, progress=False)
     with pytest.raises(ValueError, match="job function 'rm_rf'; allowed:"):
         run_jobs([Job("rm_rf")], workers=2)
