@@ -19,14 +19,22 @@ two transformers 5.23 traps in docs/own_model.md):
 
 from __future__ import annotations
 
+import contextlib
+import json
+import math
 from pathlib import Path
+from typing import Iterator
 
 import torch
+from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from transformers.utils import logging as hf_logging
 
 from repro.attention.doc_masked import boundary_kwargs, check_attn_implementation
 from repro.data.packing import is_packed_restart
+from repro.devices import resolve_device, resolve_dtype
 from repro.families import check_architecture, check_sizes
 from repro.profiles import ModelConfig
 
@@ -88,7 +96,13 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
 
     ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``; :func:`repro.devices.resolve_device`) is where the weights
     go, ``dtype`` (``auto``: bfloat16 on CUDA, float32 on the CPU; ``float32``; ``bfloat16``) what they are loaded
-    as; None for both keeps the checkpoint's dtype on the CPU.
+    as; None for both keeps the checkpoint's dtype on the CPU (``train`` asks for ``float32``: weights and optimizer
+    states are float32 whatever the checkpoint holds, and its saved config says so).
+
+    Checked once at load, each a one-line ValueError naming what is wrong: code shipped in any file of the folder
+    (:func:`refuse_shipped_code`) unless ``trust_remote_code``; a RoPE type transformers does not know, or a
+    ``rope_theta`` that is not a finite number >= 1 (:func:`check_rope`); tensors missing from the weight files or
+    not of the model (a tied output head excepted); weights that are NaN or infinite (:func:`check_finite`).
     """
     p = Path(path)
     if not p.exists() and (str(path).startswith((".", "/")) or "runs" in p.parts):
@@ -101,9 +115,13 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
         _refuse_pickled_weights(p)
     if p.exists():
         check_config_json(p)
+        if not trust_remote_code:
+            refuse_shipped_code(p)
     cfg = AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code)
     check_architecture(cfg)
+    check_rope(getattr(cfg, "rope_parameters", None), f"{str(p / 'config.json')!r}")
     if rope is not None:
+        check_rope(rope, "the RoPE settings asked for (rope=, --rope-theta)")
         cfg.rope_parameters = rope
     if max_positions is not None:
         cfg.max_position_embeddings = max(cfg.max_position_embeddings, max_positions)
@@ -115,21 +133,124 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
     kwargs: dict = {"config": cfg, "use_safetensors": True, "trust_remote_code": trust_remote_code}
     target = None
     if device is not None or dtype is not None:
-        from repro.devices import resolve_device, resolve_dtype
-
         target = resolve_device(device) if device is not None else torch.device("cpu")
         if dtype is not None:
             kwargs["dtype"] = resolve_dtype(dtype, target)
     if attn_implementation:
         kwargs["attn_implementation"] = check_attn_implementation(attn_implementation)
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+        with quiet_transformers():  # its load report is replaced by the one-line errors below
+            model, info = AutoModelForCausalLM.from_pretrained(str(path), output_loading_info=True, **kwargs)
     except (OSError, ValueError, RuntimeError, SafetensorError) as e:
         if not p.exists() or isinstance(e, torch.OutOfMemoryError):
             raise
         raise ValueError(_weights_error(p, e)) from e
     check_architecture(model.config, type(model))
+    check_loaded_keys(path, info)
+    check_finite(model, path)
     return model if target is None else model.to(target)
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' warnings silenced inside (its loading report table, which the checks replace)."""
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def _names(keys, limit: int = 5) -> str:
+    """The first ``limit`` of ``keys`` (sorted), with how many more."""
+    keys = sorted(keys)
+    return ", ".join(keys[:limit]) + (f" (+{len(keys) - limit} more)" if len(keys) > limit else "")
+
+
+def check_loaded_keys(path: str | Path, info: dict) -> None:
+    """A ValueError naming the tensors the weights of ``path`` lack (they would stay randomly initialised) or hold
+    beyond the model's (``from_pretrained``'s loading ``info``); transformers leaves a tied output head out of both."""
+    missing, unexpected = set(info.get("missing_keys") or ()), set(info.get("unexpected_keys") or ())
+    mismatched = [str(m[0]) if isinstance(m, (tuple, list)) else str(m) for m in info.get("mismatched_keys") or ()]
+    if missing or unexpected or mismatched:
+        parts = [f"{what} {_names(keys)}" for what, keys in (("missing", missing), ("unexpected", unexpected),
+                                                              ("of another shape", mismatched)) if keys]
+        raise ValueError(f"checkpoint folder {str(path)!r}: its weights do not match its config.json: tensors "
+                         f"{'; '.join(parts)}; allowed: weights with every tensor of the model (save_pretrained "
+                         "writes them; a tied lm_head may be left out)")
+
+
+def check_finite(model: torch.nn.Module, path: str | Path) -> None:
+    """A ValueError naming the tensors of ``model`` (loaded from ``path``) that hold NaN or infinite values."""
+    bad = [name for name, t in model.state_dict().items()
+           if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise ValueError(f"checkpoint folder {str(path)!r}: tensor(s) {_names(bad)} hold NaN or infinite values; "
+                         "allowed: finite weights (re-save the checkpoint from a run that did not diverge)")
+
+
+ROPE_TYPES: tuple[str, ...] = ("default", *ROPE_INIT_FUNCTIONS)
+"""The RoPE types transformers builds (``rope_parameters["rope_type"]``)."""
+
+
+def check_rope(params: dict | None, where: str) -> None:
+    """A ValueError naming ``where`` when ``params`` (``rope_parameters``, or one per layer type) has a RoPE type
+    transformers does not build or a ``rope_theta`` that is not a finite number >= 1 (a theta below 1 turns the
+    rotary frequencies into overflowing values and the loss into NaN)."""
+    if not isinstance(params, dict):
+        return
+    if all(isinstance(v, dict) for v in params.values()) and params:  # one set per layer type (e.g. Gemma 3)
+        for v in params.values():
+            check_rope(v, where)
+        return
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind not in ROPE_TYPES:
+        raise ValueError(f"{where}: rope_type {str(kind)[:80]!r} is not a RoPE type transformers builds; allowed: "
+                         f"{', '.join(ROPE_TYPES)}")
+    theta = params.get("rope_theta")
+    if theta is not None and not (isinstance(theta, (int, float)) and math.isfinite(theta) and theta >= 1):
+        raise ValueError(f"{where}: rope_theta={str(theta)[:40]}; allowed: a finite number >= 1 (Llama's is 10000; "
+                         "smaller values overflow the rotary frequencies)")
+
+
+SHIPPED_CODE_FILES: tuple[str, ...] = ("config.json", "tokenizer_config.json", "processor_config.json",
+                                       "preprocessor_config.json", "feature_extractor_config.json",
+                                       "image_processor_config.json", "video_preprocessor_config.json",
+                                       "generation_config.json")
+"""The files of a checkpoint folder whose ``auto_map`` (or a generation config's ``custom_generate``) makes
+transformers import Python code from the folder (model, tokenizer, processor, generation config)."""
+
+
+def shipped_code(folder: str | Path) -> tuple[str, str] | None:
+    """``(file, what)`` of the first file of :data:`SHIPPED_CODE_FILES` in ``folder`` that names code shipped with
+    the checkpoint (``auto_map``, ``custom_generate``, or a ``.py`` of an ``auto_map``), or None. A file that is
+    not a JSON object names none (its own reader reports it)."""
+    folder = Path(folder)
+    for name in SHIPPED_CODE_FILES:
+        f = folder / name
+        if not f.is_file():
+            continue
+        try:
+            raw = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if not isinstance(raw, dict):
+            continue
+        for key in ("auto_map", "custom_generate"):
+            if raw.get(key):
+                return name, f"{key}: {str(raw[key])[:120]}"
+    return None
+
+
+def refuse_shipped_code(folder: str | Path, flag: str = "--model") -> None:
+    """A ValueError naming the file of ``folder`` that ships code (:func:`shipped_code`) and the flag that allows
+    it; checked before transformers reads the folder, so no code is imported and no terminal question is asked."""
+    found = shipped_code(folder)
+    if found is not None:
+        raise ValueError(f"{flag} {str(folder)!r}: {found[0]} ships its own code ({found[1]}); allowed: "
+                         "--trust-remote-code (trust_remote_code=True) to run it, for a folder you trust, or a "
+                         "checkpoint of transformers' own classes")
 
 
 def check_config_json(folder: str | Path) -> None:
@@ -137,14 +258,10 @@ def check_config_json(folder: str | Path) -> None:
     type (``"hidden_size": "64"``; transformers' own error spans lines). Other problems (code shipped with the
     model, an unknown ``model_type``) are left to :func:`load_model`, which knows ``trust_remote_code``. The
     commands call this before any work (:func:`repro.cli.common.model_dir`)."""
-    import json
-
-    from huggingface_hub.errors import StrictDataclassError
-
     local = Path(folder) / "config.json"
     try:
         raw = json.loads(local.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise ValueError(f"{str(local)!r} is not readable JSON ({type(e).__name__}: {e}); allowed: a JSON object "
                          "as save_pretrained writes it") from e
     if not isinstance(raw, dict):

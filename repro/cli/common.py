@@ -4,9 +4,21 @@ tokenizer checks, and the output folder."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import math
+import os
+import sys
+import warnings
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Callable, Sequence
+
+from tokenizers import Tokenizer
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from repro.data.tokenizer import SPECIAL_TOKENS, wrap
+from repro.devices import resolve_device, resolve_dtype
+from repro.distributed import launched_rank as distributed_rank
+from repro.models import check_config_json, load_model, refuse_shipped_code
 
 EXIT_USAGE = 2
 """Exit status of a bad argument (argparse's own)."""
@@ -35,9 +47,7 @@ class CommandInterrupted(KeyboardInterrupt):
 
 def launched_rank() -> int:
     """:func:`repro.distributed.launched_rank`."""
-    from repro.distributed import launched_rank as rank
-
-    return rank()
+    return distributed_rank()
 
 
 def speaks(error: BaseException) -> bool:
@@ -49,8 +59,6 @@ def speaks(error: BaseException) -> bool:
 def warn(message: str) -> None:
     """A legal but surprising input: one ``warning: ...`` line on stderr saying what will happen; the command
     goes on. In a launched run only rank 0 prints it (every rank meets the same input)."""
-    import sys
-
     if launched_rank() == 0:
         print(f"warning: {' '.join(message.split())}", file=sys.stderr)
 
@@ -59,8 +67,6 @@ def warn(message: str) -> None:
 def warnings_as_lines(*categories: type[Warning]):
     """Python warnings of ``categories`` raised inside (e.g. a skipped file of a data folder) printed as one
     ``warning: ...`` line each (:func:`warn`); every other warning goes on as it would have."""
-    import warnings
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield
@@ -84,8 +90,6 @@ def positive_int(text: str) -> int:
 
 def positive_float(text: str) -> float:
     """A finite number > 0 (argparse type)."""
-    import math
-
     try:
         value = float(text)
     except ValueError:
@@ -121,8 +125,6 @@ def model_dir(path: str | Path, flag: str = "--model") -> Path:
     if not (p / "config.json").exists():
         raise CLIError(f"{flag} {str(path)!r} has no config.json; allowed: a folder written by save_pretrained "
                        "(e.g. runs/<profile>/extend-flt-<key>/final)")
-    from repro.models import check_config_json
-
     try:
         check_config_json(p)
     except ValueError as e:
@@ -131,41 +133,47 @@ def model_dir(path: str | Path, flag: str = "--model") -> Path:
 
 
 def load_cli_model(path: str | Path, trust_remote_code: bool = False, flag: str = "--model", **kwargs):
-    """:func:`repro.models.load_model` for a command: its refusals (pickled weights, no RoPE, truncated or
-    mismatched weights, code shipped in the folder without ``--trust-remote-code``) as one-line :class:`CLIError`."""
-    from repro.models import load_model
-
+    """:func:`repro.models.load_model` for a command: its refusals (pickled weights, no RoPE, truncated, missing,
+    mismatched or non-finite weights, code shipped in the folder without ``--trust-remote-code``) as one-line
+    :class:`CLIError`. Without a ``dtype`` (``train``) the weights load as float32 whatever the checkpoint holds
+    (float16, bfloat16): training keeps float32 weights and optimizer states, ``--dtype`` sets the autocast."""
+    kwargs.setdefault("dtype", "float32")
     try:
         return load_model(path, trust_remote_code=trust_remote_code, **kwargs)
     except (ValueError, OSError) as e:
-        if "trust_remote_code" in str(e) and not trust_remote_code:
+        if "trust_remote_code" in str(e) and not trust_remote_code and "--trust-remote-code" not in str(e):
             raise CLIError(f"{flag} {str(path)!r} ships its own model code (auto_map in config.json); allowed: "
                            "--trust-remote-code to run it (a folder you trust), or a model of transformers' own "
                            "architectures") from e
         raise CLIError(" ".join(str(e).split())) from e
 
 
-def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer", pad_written: str | None = None):
+def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer", pad_written: str | None = None,
+                        trust_remote_code: bool = False):
     """The tokenizer of a folder (``AutoTokenizer``, local files only) or of one ``tokenizer.json`` file. The
     pipeline's checkpoints hold their tokenizer in the checkpoint folder (``final/``) and the corpus stage keeps it
     in ``runs/<profile>/corpus-<key>/tokenizer/``. A tokenizer without a pad token pads with its EOS token, with a
     warning (:func:`warn`); ``pad_written`` says where the command records that choice (e.g. the saved
-    tokenizer and config of ``train``)."""
+    tokenizer and config of ``train``). Code shipped in the folder (an ``auto_map`` of its tokenizer or model
+    config) is refused before transformers reads it unless ``trust_remote_code`` (``--trust-remote-code``), and
+    transformers is told so explicitly: no command runs that code or waits on a terminal question about it."""
     p = Path(path)
     try:
         if p.is_file():
             tok = _from_file(p)
         elif p.is_dir() and any((p / f).exists() for f in ("tokenizer.json", "tokenizer_config.json",
                                                            "tokenizer.model")):
-            from transformers import AutoTokenizer
-
-            tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+            if not trust_remote_code:
+                refuse_shipped_code(p, flag)
+            tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True, trust_remote_code=trust_remote_code)
         else:
             raise CLIError(f"no tokenizer at {str(path)!r}; allowed: {flag} a folder with tokenizer.json "
                            "(a checkpoint's final/ or runs/<profile>/corpus-<key>/tokenizer) or the file itself")
     except (OSError, ValueError) as e:
         if isinstance(e, CLIError):
             raise
+        if "--trust-remote-code" in str(e):
+            raise CLIError(str(e)) from e
         raise CLIError(f"cannot load a tokenizer from {str(path)!r} ({type(e).__name__}: {e})") from e
     if tok.pad_token is None and tok.eos_token is not None:
         tok.pad_token = tok.eos_token
@@ -177,11 +185,6 @@ def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer", pad_written
 
 
 def _from_file(path: Path):
-    from tokenizers import Tokenizer
-    from transformers import PreTrainedTokenizerFast
-
-    from repro.data.tokenizer import SPECIAL_TOKENS, wrap
-
     try:
         raw = Tokenizer.from_file(str(path))
     except Exception as e:  # the tokenizers library raises a bare Exception for a file it cannot parse
@@ -195,8 +198,6 @@ def check_out(path: str | Path, flag: str = "--out") -> Path:
     """``path`` as an output folder a command can create, checked before any work: not a file, and its nearest
     existing folder writable by this process (``os.access``; else a :class:`CLIError` naming both). Nothing is
     created."""
-    import os
-
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise CLIError(f"{flag} {str(path)!r} is a file; allowed: a folder (created when missing)")
@@ -233,8 +234,6 @@ def add_device_args(parser: argparse.ArgumentParser, dtype_help: str) -> None:
 def device_args(args: argparse.Namespace) -> tuple[str, str]:
     """``(device, dtype)`` of ``--device`` / ``--dtype`` as given, once checked: a :class:`CLIError` naming a bad
     value (or a CUDA device this machine lacks)."""
-    from repro.devices import resolve_device, resolve_dtype
-
     try:
         resolve_dtype(args.dtype, resolve_device(args.device, f"--device {args.device!r}"), f"--dtype {args.dtype!r}")
     except ValueError as e:

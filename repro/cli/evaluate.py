@@ -162,7 +162,8 @@ def main(args: argparse.Namespace) -> int:
     if any(not 0.0 <= d <= 1.0 for d in args.depths):
         raise CLIError(f"--depths {args.depths}; allowed: values in [0, 1]")
     path = model_dir(args.model)
-    tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
+    tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model",
+                              trust_remote_code=args.trust_remote_code)
     device, dtype = device_args(args)
     check_lengths(args.tasks, args.lengths, tok, args.depths, args.samples, args.seed)
     check_out(args.out)  # created once the model has loaded: a model that does not load leaves no folder
