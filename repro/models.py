@@ -29,13 +29,17 @@ import torch
 from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+from transformers import __version__ as transformers_version
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.utils import logging as hf_logging
 
 from repro.attention.doc_masked import boundary_kwargs, check_attn_implementation
 from repro.data.packing import is_packed_restart
 from repro.devices import resolve_device, resolve_dtype
-from repro.families import check_architecture, check_sizes
+from repro.families import FAMILIES, check_architecture, check_sizes
+from repro.parallel.rows import active, decoder_hidden, head_logits, head_weight
 from repro.profiles import ModelConfig
 
 
@@ -137,7 +141,10 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
         if dtype is not None:
             kwargs["dtype"] = resolve_dtype(dtype, target)
     if attn_implementation:
-        kwargs["attn_implementation"] = check_attn_implementation(attn_implementation)
+        try:
+            kwargs["attn_implementation"] = check_attn_implementation(attn_implementation)
+        except RuntimeError as e:  # flash-attn asked for where it cannot run (no GPU, not installed): one line
+            raise ValueError(" ".join(str(e).split())) from e
     try:
         with quiet_transformers():  # its load report is replaced by the one-line errors below
             model, info = AutoModelForCausalLM.from_pretrained(str(path), output_loading_info=True, **kwargs)
@@ -248,7 +255,7 @@ def refuse_shipped_code(folder: str | Path, flag: str = "--model") -> None:
     it; checked before transformers reads the folder, so no code is imported and no terminal question is asked."""
     found = shipped_code(folder)
     if found is not None:
-        raise ValueError(f"{flag} {str(folder)!r}: {found[0]} ships its own code ({found[1]}); allowed: "
+        raise ValueError(f"{flag} {str(folder)!r} ships its own model code ({found[0]}: {found[1]}); allowed: "
                          "--trust-remote-code (trust_remote_code=True) to run it, for a folder you trust, or a "
                          "checkpoint of transformers' own classes")
 
@@ -267,11 +274,22 @@ def check_config_json(folder: str | Path) -> None:
     if not isinstance(raw, dict):
         raise ValueError(f"{str(local)!r} holds a JSON {type(raw).__name__}, not an object; allowed: a JSON object "
                          "of config fields as save_pretrained writes it")
+    model_type = raw.get("model_type")
+    if not raw.get("auto_map") and model_type is not None and model_type not in CONFIG_MAPPING:
+        raise ValueError(f"{str(local)!r}: model_type {str(model_type)[:80]!r} is not an architecture transformers "
+                         f"{transformers_version} knows; supported: {', '.join(FAMILIES)} (tested), or another causal "
+                         "LM with RoPE whose forward takes position_ids")
     try:
-        AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+        with quiet_transformers():
+            AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
     except StrictDataclassError as e:
-        raise ValueError(f"{str(local)!r}: {' '.join(str(e).split())}; allowed: each field of the type its config "
-                         "class declares (e.g. an integer hidden_size, not a string)") from e
+        text = " ".join(str(e).split())
+        if "validate_architecture" in text:  # a relation between fields (heads dividing the hidden size), not a type
+            raise ValueError(f"{str(local)!r}: {text.split('ValueError: ')[-1].rstrip('.')}; allowed: sizes that fit "
+                             "together (hidden_size a multiple of num_attention_heads, num_attention_heads a multiple "
+                             "of num_key_value_heads)") from e
+        raise ValueError(f"{str(local)!r}: {text}; allowed: each field of the type its config class declares (e.g. an "
+                         "integer hidden_size, not a string)") from e
     except (ValueError, OSError, KeyError):
         return
 
@@ -329,16 +347,45 @@ def _attention_mask(model: torch.nn.Module, input_ids: torch.Tensor, position_id
     return causal_doc_mask(doc_ids, next(model.parameters()).dtype)
 
 
+def check_batch(batch: dict, min_length: int = 1) -> None:
+    """The tensors of a training batch as the Python API takes them, checked before any forward: ``input_ids`` of
+    shape (B >= 1, T >= ``min_length``), and ``weights`` (when given) of the same shape, finite and >= 0; a
+    ValueError naming the argument otherwise. Objectives that need two tokens per row (a next-token loss) pass
+    ``min_length=2``."""
+    ids = batch.get("input_ids")
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.shape[0] < 1 or ids.shape[1] < min_length:
+        shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"input_ids of shape {shape}; allowed: a (rows, tokens) tensor with rows >= 1 and tokens >= "
+                         f"{min_length}")
+    w = batch.get("weights")
+    if w is None:
+        return
+    if not isinstance(w, torch.Tensor) or tuple(w.shape) != tuple(ids.shape):
+        shape = tuple(w.shape) if isinstance(w, torch.Tensor) else type(w).__name__
+        raise ValueError(f"weights of shape {shape}; allowed: the shape of input_ids {tuple(ids.shape)}")
+    if w.is_floating_point() and not bool(torch.isfinite(w).all()):
+        raise ValueError(f"weights hold {int((~torch.isfinite(w)).sum())} NaN or infinite value(s); allowed: finite "
+                         "values >= 0")
+    if bool((w < 0).any()):
+        raise ValueError(f"weights hold {int((w < 0).sum())} negative value(s) (min {float(w.min())}); allowed: "
+                         "finite values >= 0")
+
+
+def _check_rows(input_ids: torch.Tensor) -> None:
+    """A ValueError for an ``input_ids`` that is not a non-empty (B, T) tensor (transformers' own error is a
+    reshape deep inside)."""
+    if input_ids is not None and (input_ids.ndim != 2 or 0 in input_ids.shape):
+        raise ValueError(f"input_ids of shape {tuple(input_ids.shape)}; allowed: a (rows, tokens) tensor with rows "
+                         ">= 1 and tokens >= 1")
+
+
 def forward(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None,
             doc_ids: torch.Tensor | None = None, **kwargs):
     """Run the model with the masking policy in the module docstring; returns the HF output. With
     ``inputs_embeds=`` (B, T, H) in ``kwargs`` the model runs on those instead of its embedding lookup of
-    ``input_ids`` (which then only shape the mask)."""
-    from repro.parallel.rows import active, decoder_hidden, head_logits
-
+    ``input_ids`` (which then only shape the mask). An empty batch is a ValueError."""
+    _check_rows(input_ids)
     if (rows := active()) is not None:  # sequence parallelism: this rank's tokens, the full rows' logits
-        from transformers.modeling_outputs import CausalLMOutputWithPast
-
         keep = int(kwargs.pop("logits_to_keep", 0) or 0)
         hidden = decoder_hidden(model, input_ids, position_ids, doc_ids, rows, **kwargs)
         hidden = hidden[:, -keep:] if keep else hidden
@@ -357,8 +404,7 @@ def forward_hidden(model: torch.nn.Module, input_ids: torch.Tensor, position_ids
     """Like :func:`forward` but stops before the LM head: the final hidden states (B, T, H), through the
     model's public ``get_decoder()`` (for :func:`repro.loss.chunked_clm_loss`). Inside
     :func:`repro.parallel.rows.split_rows` the decoder runs on this rank's tokens and the full rows come back."""
-    from repro.parallel.rows import active, decoder_hidden
-
+    _check_rows(input_ids)
     if (rows := active()) is not None:
         return decoder_hidden(model, input_ids, position_ids, doc_ids, rows, **kwargs)
     kwargs.setdefault("use_cache", False)
@@ -393,8 +439,6 @@ def plain_head_weight(model: torch.nn.Module) -> torch.Tensor | None:
         return None
     if hasattr(head.weight, "ds_id"):  # partitioned by DeepSpeed ZeRO-3: only whole inside the head's own forward
         return None
-    from repro.parallel.rows import head_weight
-
     return head_weight(head.weight)  # under sequence parallelism: its gradient shared over the group
 
 

@@ -27,9 +27,11 @@ from pydoc_data.topics import topics
 from typing import Callable
 from unittest import mock
 
+import datasets
 import numpy as np
 import pytest
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, GPT2Config
 
@@ -533,6 +535,59 @@ def zero_embeddings(t: dict) -> dict:
 MLP_UP = "model.layers.0.mlp.up_proj.weight"
 """A tensor of the workspace model that the weight cases remove or spoil."""
 
+
+def analyze(ws: Workspace, out: Path, analysis: str, *extra: object, **change: object) -> None:
+    """``python -m repro analyze <analysis>`` on the workspace's model and texts, flags replaced by ``change``."""
+    flags = {"--model": ws.model, "--data": f"folder:{ws.texts}", "--length": "64", "--samples": "1", "--out": out}
+    flags.update({"--" + k.replace("_", "-"): v for k, v in change.items()})
+    cli("analyze", analysis, *[x for kv in flags.items() for x in kv], "--no-progress", *extra)
+
+
+def data_inside_out(ws: Workspace, out: Path) -> None:
+    """``out/texts``: a copy of the workspace texts inside the case's folder."""
+    if not (out / "texts").exists():
+        shutil.copytree(ws.texts, out / "texts")
+
+
+def disk_full_at_checkpoint(ws: Workspace, out: Path) -> None:
+    """``train --checkpoint-every 1`` whose first checkpoint write finds the disk full (safetensors' own error, as
+    on a full tmpfs)."""
+    def full(*a, **kw):
+        raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: \"No "
+                              "space left on device\" })")
+    with mock.patch("repro.train.trainer.save_file", full):
+        train(ws, out, "--checkpoint-every", "1", steps="2")
+
+
+def paper_on_cpu(ws: Workspace, out: Path) -> None:
+    """``train --profile paper`` (flash-attn) as on a machine without a GPU or flash-attn."""
+    with mock.patch("repro.attention.doc_masked.flash_attn_available", return_value=False):
+        train(ws, out, profile="paper", target="256")
+
+
+def hf_dataset(ws: Workspace, name: str, columns: dict) -> str:
+    """``hf_disk:<path>`` of a ``datasets`` Dataset of ``columns`` saved with ``save_to_disk``."""
+    dst = ws.root / name
+    if not dst.exists():
+        datasets.Dataset.from_dict(columns).save_to_disk(str(dst))
+    return f"hf_disk:{dst}"
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+"""JSON nested 100,000 levels deep (Python's parser gives up with a RecursionError)."""
+HUGE_KEY = "k" * 10_000
+"""A 10,000-character key."""
+
+
+def ruler_line(ws: Workspace, name: str, line: str) -> object:
+    """``read_jsonl`` of a file ``name`` holding one ``line``."""
+    return _m("tasks.ruler_jsonl").read_jsonl(write(ws.root / name, line + "\n"))
+
+
+def a_batch(**tensors: torch.Tensor) -> dict:
+    """A 2 x 8 batch of token ids with ``tensors`` added or replaced."""
+    return {"input_ids": torch.ones(2, 8, dtype=torch.long), **tensors}
+
 # -- the catalogue --------------------------------------------------------------------------
 PROFILE, TRAINCFG, LORA, CLI_TRAIN, CLI_EVAL, CLI_OTHER = "profile", "TrainConfig", "LoRA", "CLI train", \
     "CLI evaluate", "CLI reproduce/analyze"
@@ -995,11 +1050,12 @@ CASES: list[Case] = [
     # code shipped with a checkpoint runs only with --trust-remote-code
     Case("E176", CKPT, "`train --model` whose tokenizer_config.json has an `auto_map` to a .py beside it",
          lambda ws, out: train(ws, out, model=shipping_code(ws, "evil-tokenizer", "tokenizer_config.json")),
-         UsageExit, r"--model '.*evil-tokenizer': tokenizer_config.json ships its own code \(auto_map: .*\); "
+         UsageExit, r"--model '.*evil-tokenizer' ships its own model code \(tokenizer_config.json: auto_map: .*\); "
          r"allowed: --trust-remote-code", out=True),
     Case("E177", CKPT, "`evaluate --model` whose config.json has an `auto_map`",
          lambda ws, out: evaluate(ws, out, model=shipping_code(ws, "evil-config", "config.json")), UsageExit,
-         r"--model '.*evil-config': config.json ships its own code \(auto_map: .*\); allowed: --trust-remote-code",
+         r"--model '.*evil-config' ships its own model code \(config.json: auto_map: .*\); allowed: "
+         r"--trust-remote-code",
          out=True),
     # weights: every tensor, finite, RoPE settings that transformers builds
     Case("E178", CKPT, "`train --model` whose model.safetensors lacks one tensor (layer 0's MLP up projection)",
@@ -1035,6 +1091,109 @@ CASES: list[Case] = [
          lambda ws, out: train(ws, out, model=changed_weights(ws, "nan-loss", zero_embeddings, rms_norm_eps=0.0)),
          UsageExit, r"non-finite loss nan at step 0 \(0-based\): .*; no checkpoint exists yet, so nothing of the run "
          r"is kept; allowed: finite values", out=True),
+    # round three: every command checks its inputs alike, before any work
+    Case("E186", CLI_EVAL, "`--lengths 256,256` (a repeated length)", lambda ws, out: evaluate(ws, out,
+                                                                                          lengths="256,256"),
+         UsageExit, r"--lengths 256,256 repeats 256; allowed: distinct values", out=True),
+    Case("E187", CLI_EVAL, "`--tasks \"niah_single_1, niah_single_1\"` (a repeated task)",
+         lambda ws, out: evaluate(ws, out, tasks="niah_single_1, niah_single_1"), UsageExit,
+         r"--tasks niah_single_1,niah_single_1 repeats niah_single_1; allowed: distinct values", out=True),
+    Case("E188", CLI_EVAL, "`--samples 1000000000`", lambda ws, out: evaluate(ws, out, samples="1000000000"),
+         UsageExit, r"--samples 1,000,000,000 is larger than allowed; allowed: --samples <= 100,000 \(set "
+         r"REPRO_MAX_SAMPLES to go further\)", out=True),
+    Case("E189", CLI_OTHER, "`analyze attention-distance --bins 100000000`",
+         lambda ws, out: analyze(ws, out, "attention-distance", bins="100000000"), UsageExit,
+         r"--bins 100,000,000 is larger than allowed; allowed: --bins <= 100,000", out=True),
+    Case("E190", TOKENIZER, "`evaluate --model` whose tokenizer (400 tokens) is larger than its vocabulary (300)",
+         lambda ws, out: evaluate(ws, out, model=small_vocab_model(ws)), UsageExit,
+         r"--model's tokenizer has 400 tokens but the vocabulary of --model '.*small-vocab' is 300; allowed: the "
+         r"model's own tokenizer", out=True),
+    Case("E191", TOKENIZER, "`analyze attention-distance --model` whose tokenizer is larger than its vocabulary",
+         lambda ws, out: analyze(ws, out, "attention-distance", model=small_vocab_model(ws)), UsageExit,
+         r"--model's tokenizer has 400 tokens but the vocabulary of --model '.*small-vocab' is 300; allowed: ",
+         out=True),
+    Case("E192", TOKENIZER, "`analyze tokens --base` whose vocabulary (300) is smaller than the tokenizer's",
+         lambda ws, out: analyze(ws, out, "tokens", base=small_vocab_model(ws)), UsageExit,
+         r"--model's tokenizer has 400 tokens but the vocabulary of --base '.*small-vocab' is 300; allowed: ",
+         out=True),
+    Case("E193", CKPT, "`analyze tokens --model` whose model.safetensors is truncated",
+         lambda ws, out: analyze(ws, out, "tokens", base=ws.model, model=truncated_checkpoint(ws)), UsageExit,
+         r"checkpoint folder '.*truncated': cannot read its weights \(model.safetensors: .*\); allowed: complete "
+         r"safetensors files", out=True),
+    Case("E194", DATA, "`train --out` inside the `--data` folder (its metrics.jsonl would become data)",
+         lambda ws, out: train(ws, out / "texts" / "run", data=f"folder:{out / 'texts'}"), UsageExit,
+         r"--out '.*E194/texts/run' is inside --data 'folder:.*E194/texts': the command's own files would be read "
+         r"as data; allowed: an output folder outside the data folder", setup=data_inside_out, out=True),
+    Case("E195", CLI_TRAIN, "the disk fills up while `train` writes its first checkpoint (safetensors' error)",
+         disk_full_at_checkpoint, UsageExit, r"disk full while writing '.*E195' \(.*No space left on device.*\); "
+         r"nothing half-written was left there and its previous version, if any, is intact. Free space and run "
+         r"again; allowed: more free space \(the same command then resumes from the last complete checkpoint\)"),
+    Case("E196", CLI_TRAIN, "`train --profile paper` (flash-attn) on a machine without a GPU",
+         paper_on_cpu, UsageExit, r"attn_implementation='flash_attention_2' needs a CUDA GPU and the flash-attn "
+         r"package .*; use 'sdpa' on CPU", out=True),
+    Case("E197", DATA, "`--data folder:` holding a .jsonl line nested 100,000 levels deep",
+         lambda ws, out: train(ws, out, data=folder_with(ws, "deep-jsonl", "deep.jsonl", DEEP + "\n")), UsageExit,
+         r"deep.jsonl:1: not a JSON object \(nested too deeply\); allowed: one JSON object per line", out=True),
+    Case("E198", DATA, "`--data hf_disk:` a dataset without a `text` column",
+         lambda ws, out: train(ws, out, data=hf_dataset(ws, "hf-content", {"content": ["a b c"]})), UsageExit,
+         r"has no 'text' column \(columns: content\); allowed: a saved Dataset with a string 'text' column",
+         out=True),
+    Case("E199", DATA, "`--data hf_disk:` a dataset whose `text` is None in a row",
+         lambda ws, out: train(ws, out, data=hf_dataset(ws, "hf-none", {"text": ["a b c", None]})), UsageExit,
+         r"row 1's 'text' is NoneType \(None\); allowed: a string in every row of the 'text' column", out=True),
+    Case("E200", DATA, "`--data hf_disk:` a dataset whose `text` column holds integers",
+         lambda ws, out: train(ws, out, data=hf_dataset(ws, "hf-int", {"text": [5, 6]})), UsageExit,
+         r"row 0's 'text' is int \(5\); allowed: a string", out=True),
+    Case("E201", DATA, "`--data folder:` whose only text has 3 tokens (below the shortest `--target`)",
+         lambda ws, out: train(ws, out, data=folder_with(ws, "tiny-corpus", "tiny.txt", "tiny text")), UsageExit,
+         r"--data 'folder:.*tiny-corpus' is too small: its longest document has \d+ tokens, below the shortest "
+         r"--target \(16\); allowed: documents of at least 128 tokens", out=True),
+    Case("E202", CLI_TRAIN, "`--base-window 1024 --target 256` (a base window above the target)",
+         lambda ws, out: train(ws, out, "--base-window", "1024", target="256"), UsageExit,
+         r"--base-window 1024 is above --target 256; allowed: --base-window <= --target", out=True),
+    Case("E203", CKPT, "`train --model` whose config.json has 3 heads for a hidden size of 32",
+         lambda ws, out: train(ws, out, model=model_copy(ws, "three-heads", num_attention_heads=3,
+                                                         num_key_value_heads=3)), UsageExit,
+         r"three-heads/config.json': The hidden size \(32\) is not a multiple of the number of attention heads "
+         r"\(3\); allowed: sizes that fit together", out=True),
+    Case("E204", CKPT, "`train --model` whose config.json says `model_type` `bogus`",
+         lambda ws, out: train(ws, out, model=model_copy(ws, "bogus-type", model_type="bogus")), UsageExit,
+         r"bogus-type/config.json': model_type 'bogus' is not an architecture transformers .* knows; supported: "
+         r"llama, ", out=True),
+    Case("E205", JSONL, "RULER JSONL row with a 10,000-character key (and no `input`)",
+         lambda ws, out: ruler_line(ws, "r205.jsonl", json.dumps({HUGE_KEY: 1, "outputs": ["7"]})), ValueError,
+         r"r205.jsonl:1: RULER record lacks 'input'; has: 'k{20,}\.\.\. \(10,\d+ characters\); allowed: records "
+         r"with 'input' and 'outputs'"),
+    Case("E206", JSONL, "RULER JSONL row whose `length` is a 30,000-character string",
+         lambda ws, out: ruler_rows(ws, "r206.jsonl", length="9" * 30_000), ValueError,
+         r"r206.jsonl:1: 'length'='9{20,}\.\.\. \(30,002 characters\); allowed: an integer >= 0"),
+    Case("E207", JSONL, "RULER JSONL line nested 100,000 levels deep",
+         lambda ws, out: ruler_line(ws, "r207.jsonl", DEEP), ValueError,
+         r"r207.jsonl:1: not a JSON object \(nested too deeply\); allowed: one JSON object per line"),
+    Case("E208", JSONL, "RULER JSONL row whose `task` is `\"nope\"`",
+         lambda ws, out: ruler_rows(ws, "r208.jsonl", task="nope"), ValueError,
+         r"r208.jsonl:1: 'task'='nope' is not a registered task; allowed: one of .*niah_single_1"),
+    Case("E209", CLI_EVAL, "`--harness lm-eval --cache` an existing file",
+         lambda ws, out: harness(ws, out, cache=write(ws.root / "cache-file", "not a folder")), UsageExit,
+         r"--cache '.*cache-file' is a file; allowed: a folder \(created when missing\)", out=True),
+    Case("E210", CLI_EVAL, "`--harness lm-eval --essays` a binary file",
+         lambda ws, out: harness(ws, out, essays=write(ws.root / "essays.bin", bytes(range(256)) * 40)), UsageExit,
+         r"--essays: essays '.*essays.bin' is binary data \(it holds NUL bytes\), not text; allowed: a folder of "
+         r"text files or one text file", out=True),
+    # round three: the Python API checks its tensors
+    Case("E211", ENGINE, "`repro.models.forward(model, input_ids)` on an empty (0, 8) batch",
+         lambda ws, out: _m("models").forward(load_model(ws.model), torch.zeros(0, 8, dtype=torch.long)),
+         ValueError, r"input_ids of shape \(0, 8\); allowed: a \(rows, tokens\) tensor with rows >= 1"),
+    Case("E212", ENGINE, "`check_batch(batch, min_length=2)` on rows of one token (a next-token loss has none)",
+         lambda ws, out: _m("models").check_batch(a_batch(input_ids=torch.ones(2, 1, dtype=torch.long)), 2),
+         ValueError, r"input_ids of shape \(2, 1\); allowed: a \(rows, tokens\) tensor with rows >= 1 and tokens "
+         r">= 2"),
+    Case("E213", ENGINE, "`check_batch` of loss `weights` holding a NaN",
+         lambda ws, out: _m("models").check_batch(a_batch(weights=torch.tensor([[1.0] * 7 + [float("nan")]] * 2))),
+         ValueError, r"weights hold 2 NaN or infinite value\(s\); allowed: finite values >= 0"),
+    Case("E214", ENGINE, "`check_batch` of negative loss `weights`",
+         lambda ws, out: _m("models").check_batch(a_batch(weights=-torch.ones(2, 8))), ValueError,
+         r"weights hold 16 negative value\(s\) \(min -1.0\); allowed: finite values >= 0"),
 ]
 
 
@@ -1156,7 +1315,7 @@ def test_shipped_tokenizer_code_is_refused_without_a_prompt_on_a_terminal(tmp_pa
         os.close(leader)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert lines[-1].startswith("error: --model ") and "tokenizer_config.json ships its own code" in lines[-1]
+    assert lines[-1].startswith("error: --model ") and "ships its own model code (tokenizer_config.json" in lines[-1]
     assert "--trust-remote-code" in lines[-1] and "Traceback" not in proc.stderr
     assert not re.search(r"wish to run|\[y/N\]|custom code", proc.stdout + proc.stderr, re.I)
     assert not (model / "marker").exists() and not (tmp_path / "out").exists()
@@ -1175,3 +1334,28 @@ def test_half_precision_checkpoints_train_in_float32(tmp_path, dtype):
     assert json.loads((out / "final" / "config.json").read_text())["dtype"] == "float32"
     start = load_file(model / "model.safetensors")[MLP_UP].float()
     assert not torch.equal(saved[MLP_UP], start)  # trained: the float32 weights moved
+
+
+def test_a_killed_evaluate_leaves_no_earlier_evaluation_beside_it(tmp_path):
+    """An ``evaluate`` killed mid-way into a folder that held a finished evaluation: neither that evaluation's
+    summary nor its predictions are left to pass for the new command's."""
+    ws, out = workspace(), tmp_path / "eval"
+    for name in ("predictions.jsonl", "summary.json", "summary.md"):
+        write(out / name, "{}\n")
+
+    def killed(*a, **kw):
+        raise KeyboardInterrupt
+    with mock.patch("repro.cli.evaluate.predictions", killed), pytest.raises(UsageExit) as stopped:
+        evaluate(ws, out)
+    assert stopped.value.code == 130 and sorted(p.name for p in out.iterdir()) == []
+
+
+def test_a_non_finite_loss_after_a_checkpoint_names_it_and_keeps_the_run(tmp_path):
+    ws, out = workspace(), tmp_path / "run"
+    stopped_run(ws, out)
+    with mock.patch("repro.train.trainer.Trainer._gradients", lambda self, batch: {"loss": float("nan")}), \
+            pytest.raises(UsageExit) as stopped:
+        resume(ws, out)
+    text = str(stopped.value)
+    assert re.search(r"non-finite loss nan at step 2 .*The last checkpoint \('.*ckpt-2'\) is intact", text), text
+    assert (out / "run.json").exists() and (out / "ckpt-2").is_dir()

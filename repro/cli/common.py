@@ -4,6 +4,7 @@ tokenizer checks, and the output folder."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -239,3 +240,74 @@ def device_args(args: argparse.Namespace) -> tuple[str, str]:
     except ValueError as e:
         raise CLIError(str(e)) from e
     return args.device, args.dtype
+
+
+def distinct(values: Sequence, flag: str) -> list:
+    """``values`` of a list option when no value repeats, else a :class:`CLIError` naming the repeats (a repeated
+    length or task would run the same seeded prompts twice and count them as independent samples)."""
+    seen, repeated = set(), []
+    for v in values:
+        if v in seen and v not in repeated:
+            repeated.append(v)
+        seen.add(v)
+    if repeated:
+        shown = ",".join(str(v) for v in values)
+        raise CLIError(f"{flag} {short(shown)} repeats {', '.join(short(str(v), 40) for v in repeated)}; allowed: "
+                       "distinct values (each is run once)")
+    return list(values)
+
+
+def short(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters (a huge value echoed into an error would bury it)."""
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+
+
+def at_most(value: int, flag: str, env: str, default: int) -> int:
+    """``value`` of a size-like option when it is at most its bound (``default``, or the integer in environment
+    variable ``env``: the explicit way past it), else a :class:`CLIError` naming both; checked before any work."""
+    text = os.environ.get(env)
+    limit = default
+    if text is not None:
+        try:
+            limit = int(text)
+        except ValueError:
+            limit = 0
+        if limit < 1:
+            raise CLIError(f"{env}={short(text)!r}; allowed: an integer >= 1 (unset: {default:,})")
+    if value > limit:
+        raise CLIError(f"{flag} {value:,} is larger than allowed; allowed: {flag} <= {limit:,} (set {env} to go "
+                       "further)")
+    return value
+
+
+def model_vocab(folder: Path) -> int | None:
+    """``vocab_size`` of the config.json in ``folder`` (or of its ``text_config``), None when it names none."""
+    try:
+        raw = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    size = raw.get("vocab_size", (raw.get("text_config") or {}).get("vocab_size")
+                   if isinstance(raw.get("text_config"), dict) else None)
+    return size if isinstance(size, int) else None
+
+
+def check_tokenizer_fits(tok, folder: Path, flag: str = "--model", tok_flag: str = "--tokenizer") -> None:
+    """A :class:`CLIError` when ``tok`` has more tokens than the vocabulary of the model in ``folder`` (its ids would
+    index past the embedding): the check every command makes before loading weights."""
+    vocab = model_vocab(folder)
+    if vocab is not None and len(tok) > vocab:
+        raise CLIError(f"{tok_flag} has {len(tok)} tokens but the vocabulary of {flag} {str(folder)!r} is {vocab}; "
+                       "allowed: the model's own tokenizer (or one of at most its vocabulary)")
+
+
+def check_out_outside_data(out: str | Path, spec: str | None, flag: str = "--out") -> None:
+    """A :class:`CLIError` when ``out`` is the folder of a ``folder:`` / ``hf_disk:`` data spec or inside it: the
+    command's own files (``metrics.jsonl``, checkpoints) would become its data."""
+    if not spec or spec.partition(":")[0] not in ("folder", "hf_disk") or not spec.partition(":")[2]:
+        return
+    data, target = Path(spec.partition(":")[2]).resolve(), Path(out).resolve()
+    if target == data or data in target.parents:
+        raise CLIError(f"{flag} {str(out)!r} is inside --data {spec!r}: the command's own files would be read as "
+                       "data; allowed: an output folder outside the data folder")

@@ -1,6 +1,8 @@
 """A resumed ``train`` is the same run: the arguments that define a run are compared with the ``run.json`` of the
 ``--out`` it resumes, before anything there is touched (:func:`same_run`), and a run that stops on a non-finite
-loss is reported in one line, leaving nothing behind when nothing was trained (:func:`non_finite_error`).
+loss or a full disk is reported in one line, leaving nothing behind when nothing was trained
+(:func:`stopped_error`). :func:`check_start` is what ``train`` calls first: ``--out`` outside ``--data``, a
+``--base-window`` within the ``--target``, then :func:`same_run`.
 
 A run is resumed when its ``--out`` holds a ``run.json`` and something of that run to go on from: a complete
 checkpoint (``ckpt-<step>/``), or final weights still waiting for their tokenizer. Every argument defines the run
@@ -18,8 +20,8 @@ from pathlib import Path
 
 from safetensors import SafetensorError, safe_open
 
-from repro.cli.common import CLIError
-from repro.io import read_json
+from repro.cli.common import CLIError, check_out_outside_data
+from repro.io import DiskFull, read_json
 from repro.train.checkpoints import latest_checkpoint
 from repro.train.failures import NonFiniteLoss
 
@@ -73,6 +75,18 @@ def allowed_changes(text: str | None) -> set[str]:
         raise CLIError(f"--resume-with-changes {text!r}: {', '.join(flag(b) for b in bad)} cannot change inside a "
                        f"run; allowed: {', '.join(flag(c) for c in CHANGEABLE)} (a new --out for anything else)")
     return names
+
+
+def check_start(args: argparse.Namespace, out: Path) -> None:
+    """What ``train`` checks of its output folder before anything else (reads only): ``--out`` outside the
+    ``--data`` folder, a ``--base-window`` that fits the ``--target`` it records, and a resume of the same run
+    (:func:`same_run`)."""
+    check_out_outside_data(out, getattr(args, "data", None))
+    base, target = getattr(args, "base_window", None), getattr(args, "target", None)
+    if base is not None and target is not None and base > target:
+        raise CLIError(f"--base-window {base} is above --target {target}; allowed: --base-window <= --target (the "
+                       "model's original window is shorter than the one it is extended to)")
+    same_run(args, out)
 
 
 def same_run(args: argparse.Namespace, out: Path) -> None:
@@ -150,13 +164,29 @@ def check_model_fits(model: Path, ckpt: Path) -> None:
                        "architecture and sizes, or a new --out")
 
 
-def non_finite_error(error: NonFiniteLoss, out: Path) -> CLIError:
-    """The one-line :class:`CLIError` of a run stopped by ``error``. When the run kept no checkpoint, nothing was
-    trained: its ``run.json`` and ``metrics.jsonl`` are removed (and ``out`` when that leaves it empty), so no run
-    that never trained a step is left to resume."""
-    if out.is_dir() and latest_checkpoint(out) is None:
+STOPPING_ERRORS: tuple[type[Exception], ...] = (NonFiniteLoss, DiskFull, SafetensorError)
+"""What stops a started run without being a bug: ``train`` reports each in one line (:func:`stopped_error`)."""
+
+
+def stopped_error(error: Exception, out: Path) -> CLIError:
+    """The one-line :class:`CLIError` of a run stopped by ``error``: a :class:`NonFiniteLoss` (when the run kept no
+    checkpoint nothing was trained: its ``run.json`` and ``metrics.jsonl`` are removed, and ``out`` when that
+    leaves it empty, so no run that never trained a step is left to resume), a :class:`repro.io.DiskFull`, or a
+    safetensors error while a checkpoint was written or read (a full disk reported as :class:`repro.io.DiskFull`
+    says: the checkpoints already written are intact and the same command resumes from them)."""
+    if isinstance(error, NonFiniteLoss) and out.is_dir() and latest_checkpoint(out) is None:
         for name in ("run.json", "metrics.jsonl"):
             (out / name).unlink(missing_ok=True)
         if not any(out.iterdir()):
             out.rmdir()
-    return CLIError(str(error))
+    if isinstance(error, SafetensorError):  # safetensors reports a full disk in its own words
+        text = " ".join(str(error).split())
+        if "No space left" in text or "os error 28" in text or "code: 28" in text:
+            return CLIError(f"{DiskFull(out, error)}; allowed: more free space (the same command then resumes from "
+                            "the last complete checkpoint)")
+        return CLIError(f"a checkpoint of {str(out)!r} could not be written or read (safetensors: {short(text, 200)}); "
+                        "allowed: a complete checkpoint (re-run the command to resume from the last complete one)")
+    if isinstance(error, DiskFull):
+        return CLIError(f"{error}; allowed: more free space (the same command then resumes from the last complete "
+                        "checkpoint)")
+    return CLIError(" ".join(str(error).split()))

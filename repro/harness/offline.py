@@ -33,6 +33,16 @@ def default_cache() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repro"
 
 
+def _essay_text(f: Path) -> str:
+    """The text of essay file ``f`` (bytes that are not UTF-8 replaced); a ValueError naming it when it is binary
+    data (UTF-8 text never holds a NUL byte)."""
+    data = f.read_bytes()
+    if b"\x00" in data:
+        raise ValueError(f"essays {str(f)!r} is binary data (it holds NUL bytes), not text; allowed: a folder of text "
+                         "files or one text file")
+    return data.decode("utf-8", errors="replace")
+
+
 def read_essays(path: str | os.PathLike | None) -> tuple[str, ...]:
     """The essay texts: every ``.txt``/``.md`` file under folder ``path`` (sorted by path), the one file ``path``,
     or, for ``None``, the suite's default haystack prose (Python's documentation topics, shipped with Python)."""
@@ -50,7 +60,7 @@ def read_essays(path: str | os.PathLike | None) -> tuple[str, ...]:
         files = [p]
     else:
         raise ValueError(f"essays {str(p)!r} does not exist; allowed: a folder of text files or one text file")
-    texts = tuple(f.read_text(encoding="utf-8", errors="replace") for f in files)
+    texts = tuple(_essay_text(f) for f in files)
     if not any(t.split() for t in texts):
         raise ValueError(f"essays {str(p)!r} hold no words; allowed: text files with prose in them")
     return texts
