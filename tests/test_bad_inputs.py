@@ -1180,18 +1180,22 @@ CASES: list[Case] = [
          lambda ws, out: harness(ws, out, essays=write(ws.root / "essays.bin", bytes(range(256)) * 40)), UsageExit,
          r"--essays: essays '.*essays.bin' is binary data \(it holds NUL bytes\), not text; allowed: a folder of "
          r"text files or one text file", out=True),
+    Case("E211", CLI_TRAIN, "`--sequence-parallel 3` on a 2-head model, as rank 0 of 3 launched processes",
+         lambda ws, out: launched_env(WORLD_SIZE="3", LOCAL_WORLD_SIZE="3")(ws, out, "--sequence-parallel", "3"),
+         UsageExit, r"--sequence-parallel 3 does not divide the model's 2 attention heads \(Ulysses splits the heads "
+         r"over the group\); allowed: a divisor of 2", out=True),
     # round three: the Python API checks its tensors
-    Case("E211", ENGINE, "`repro.models.forward(model, input_ids)` on an empty (0, 8) batch",
+    Case("E216", ENGINE, "`repro.models.forward(model, input_ids)` on an empty (0, 8) batch",
          lambda ws, out: _m("models").forward(load_model(ws.model), torch.zeros(0, 8, dtype=torch.long)),
          ValueError, r"input_ids of shape \(0, 8\); allowed: a \(rows, tokens\) tensor with rows >= 1"),
-    Case("E212", ENGINE, "`check_batch(batch, min_length=2)` on rows of one token (a next-token loss has none)",
+    Case("E217", ENGINE, "`check_batch(batch, min_length=2)` on rows of one token (a next-token loss has none)",
          lambda ws, out: _m("models").check_batch(a_batch(input_ids=torch.ones(2, 1, dtype=torch.long)), 2),
          ValueError, r"input_ids of shape \(2, 1\); allowed: a \(rows, tokens\) tensor with rows >= 1 and tokens "
          r">= 2"),
-    Case("E213", ENGINE, "`check_batch` of loss `weights` holding a NaN",
+    Case("E218", ENGINE, "`check_batch` of loss `weights` holding a NaN",
          lambda ws, out: _m("models").check_batch(a_batch(weights=torch.tensor([[1.0] * 7 + [float("nan")]] * 2))),
          ValueError, r"weights hold 2 NaN or infinite value\(s\); allowed: finite values >= 0"),
-    Case("E214", ENGINE, "`check_batch` of negative loss `weights`",
+    Case("E219", ENGINE, "`check_batch` of negative loss `weights`",
          lambda ws, out: _m("models").check_batch(a_batch(weights=-torch.ones(2, 8))), ValueError,
          r"weights hold 16 negative value\(s\) \(min -1.0\); allowed: finite values >= 0"),
 ]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from safetensors import SafetensorError, safe_open
 
-from repro.cli.common import CLIError, check_out_outside_data
+from repro.cli.common import CLIError, RankAgreedError, check_out_outside_data
 from repro.io import DiskFull, read_json
 from repro.train.checkpoints import latest_checkpoint
 from repro.train.failures import NonFiniteLoss
@@ -81,12 +81,34 @@ def check_start(args: argparse.Namespace, out: Path) -> None:
     """What ``train`` checks of its output folder before anything else (reads only): ``--out`` outside the
     ``--data`` folder, a ``--base-window`` that fits the ``--target`` it records, and a resume of the same run
     (:func:`same_run`)."""
-    check_out_outside_data(out, getattr(args, "data", None))
-    base, target = getattr(args, "base_window", None), getattr(args, "target", None)
-    if base is not None and target is not None and base > target:
-        raise CLIError(f"--base-window {base} is above --target {target}; allowed: --base-window <= --target (the "
-                       "model's original window is shorter than the one it is extended to)")
-    same_run(args, out)
+    try:
+        check_out_outside_data(out, getattr(args, "data", None))
+        base, target = getattr(args, "base_window", None), getattr(args, "target", None)
+        if base is not None and target is not None and base > target:
+            raise CLIError(f"--base-window {base} is above --target {target}; allowed: --base-window <= --target (the "
+                           "model's original window is shorter than the one it is extended to)")
+        check_heads_split(args)
+        same_run(args, out)
+    except RankAgreedError:
+        raise
+    except CLIError as e:  # from the arguments and files alone: every rank of a launched run raises it alike
+        raise RankAgreedError(str(e)) from e
+
+
+def check_heads_split(args: argparse.Namespace) -> None:
+    """``--sequence-parallel N`` must divide the attention heads of ``--model`` (Ulysses splits the heads over the
+    group): read from its config.json before any process group or model exists."""
+    size = getattr(args, "sequence_parallel", None) or 1
+    if size <= 1:
+        return
+    try:
+        raw = json.loads((Path(args.model) / "config.json").read_text(encoding="utf-8"))
+        heads = raw.get("num_attention_heads") if isinstance(raw, dict) else None
+    except (OSError, ValueError, RecursionError):
+        return  # the model's own checks name the problem
+    if isinstance(heads, int) and heads > 0 and heads % size:
+        raise CLIError(f"--sequence-parallel {size} does not divide the model's {heads} attention heads (Ulysses "
+                       f"splits the heads over the group); allowed: a divisor of {heads}")
 
 
 def same_run(args: argparse.Namespace, out: Path) -> None:
