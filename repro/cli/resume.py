@@ -22,6 +22,8 @@ from safetensors import SafetensorError, safe_open
 
 from repro.cli.common import CLIError, RankAgreedError, check_out_outside_data
 from repro.io import DiskFull, read_json
+from repro.profiles import get_profile
+from repro.recipes import scaled_profile
 from repro.train.checkpoints import latest_checkpoint
 from repro.train.failures import NonFiniteLoss
 
@@ -153,9 +155,13 @@ def same_run(args: argparse.Namespace, out: Path) -> None:
 
 def check_steps(args: argparse.Namespace, step: int) -> None:
     """``--steps`` (or the profile's) below the checkpoint's ``step``: a :class:`CLIError`."""
-    from repro.cli.train import run_profile  # train imports this module: a top-level import would be a cycle
-
-    steps = args.steps if args.steps is not None else run_profile(args).extend.steps
+    steps = args.steps
+    if steps is None:  # the profile's, resized to the run as train resizes it
+        try:
+            steps = scaled_profile(get_profile(args.profile), args.target, base_window=args.base_window,
+                                   batch_size=args.batch_size, lr=args.lr, seed=args.seed).extend.steps
+        except ValueError:
+            return  # a bad profile or size: the train command's own checks name it
     if steps < step:
         raise CLIError(f"--steps {steps} is below the step {step} of the run's checkpoint; allowed: --steps >= {step} "
                        "(with --resume-with-changes steps), or a new --out")

@@ -23,14 +23,20 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import random
 import sys
 import sysconfig
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from pydoc_data.topics import topics
 from typing import Callable, Iterator
 
 import numpy as np
+
+from repro.data.synthetic import CorpusRows
+from repro.tasks.niah import NEEDLE, NOISE, PREFIX, QUESTION
+from repro.tasks.vocab import word_pool
 
 EXCLUDED_PACKAGES = frozenset({"test", "idlelib", "lib2to3", "tkinter", "turtledemo", "ensurepip",
                                "site-packages", "dist-packages", "__pycache__", "venv", "pydoc_data"})
@@ -68,8 +74,6 @@ class Corpus:
     def rows(self, sources: tuple[str, ...] | None = None, weight: float = 1.0):
         """Language-modelling rows (:class:`repro.data.synthetic.CorpusRows`) over documents of ``sources``
         (default: every non-synthetic source)."""
-        from repro.data.synthetic import CorpusRows
-
         keep = [i for i, s in enumerate(self.sources) if (s in sources if sources else s != "synthetic")]
         parts = [self.tokens[self.offsets[i]:self.offsets[i + 1]] for i in keep]
         toks = np.concatenate(parts) if parts else np.zeros(0, dtype=self.tokens.dtype)
@@ -92,8 +96,6 @@ def iter_heldout_code(limit: int, seed: int = 0) -> list[Document]:
     held-out text from the code distribution (e.g. for a short-window LM loss). Returns
     ``[]`` when the interpreter ships without its test suite (some Linux packages split it).
     """
-    import random
-
     root = stdlib_dir() / "test"
     files = sorted(root.glob("test_*.py")) if root.is_dir() else []
     random.Random(seed).shuffle(files)
@@ -153,8 +155,6 @@ def _docstrings(src: str) -> list[str]:
 
 def iter_prose(max_bytes: int | None = None) -> Iterator[Document]:
     """Python's documentation: pydoc reference topics, then module docstrings."""
-    from pydoc_data.topics import topics
-
     used = 0
     for name in sorted(topics):
         text = topics[name].strip()
@@ -184,11 +184,6 @@ def iter_prose(max_bytes: int | None = None) -> Iterator[Document]:
 
 def iter_synthetic(n_docs: int, seed: int = 0) -> Iterator[Document]:
     """RULER-style needle examples rendered as text (training key pool, disjoint seeds)."""
-    from repro.tasks.niah import NEEDLE, NOISE, PREFIX, QUESTION
-    import random
-
-    from repro.tasks.vocab import word_pool
-
     keys = word_pool("train")
     rng = random.Random(f"synthetic-corpus:{seed}")
     for i in range(n_docs):
