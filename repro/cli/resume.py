@@ -123,14 +123,15 @@ def same_run(args: argparse.Namespace, out: Path) -> None:
     if (ckpt is None and not waiting) or not (out / "run.json").is_file():
         return  # nothing to resume: the run starts again from step 0 with these arguments
     try:
-        old_run = read_json(out / "run.json")
-        old = old_run["args"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CLIError(f"--out {str(out)!r} holds a run whose run.json does not read ({type(e).__name__}: "
-                       f"{short(str(e))}); allowed: a new --out") from e
+        old = read_json(out / "run.json")["args"]
+        if not isinstance(old, dict):
+            raise TypeError(f"its 'args' is a JSON {type(old).__name__}")
+        step = int(read_json(ckpt / "state.json")["step"]) if ckpt is not None else None
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
+        raise CLIError(f"--out {str(out)!r} holds a run whose run.json or checkpoint state does not read "
+                       f"({type(e).__name__}: {short(str(e))}); allowed: a new --out") from e
     new = {k: plain(v) for k, v in vars(args).items()}
     changed = {k: (old[k], new[k]) for k in sorted(new) if k in old and k not in NOT_DEFINING and old[k] != new[k]}
-    step = int(read_json(ckpt / "state.json")["step"]) if ckpt is not None else None
     where = f"checkpoint {ckpt.name}, step {step}" if ckpt is not None else "final weights without their tokenizer"
     refused = {k: v for k, v in changed.items() if k not in may_change}
     if refused:
