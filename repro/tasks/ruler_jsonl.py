@@ -119,7 +119,11 @@ INT_FIELDS = ("index", "length", "length_w_model_temp")
 
 def _short(value: Any, limit: int = 60) -> str:
     """``repr`` of ``value`` cut to ``limit`` characters: a huge key or value echoed whole would bury the error."""
-    text = repr(value)
+    return _cut(repr(value), limit)
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was."""
     return text if len(text) <= limit else f"{text[:limit - 3]}... ({len(text):,} characters)"
 
 
@@ -127,7 +131,7 @@ def _check_fields(record: dict) -> None:
     """A ValueError naming the first field of ``record`` RULER's evaluator could not use, and what is allowed."""
     for field in ("input", "outputs"):
         if field not in record:
-            raise ValueError(f"RULER record lacks {field!r}; has: {_short(', '.join(sorted(record)), 120)}; "
+            raise ValueError(f"RULER record lacks {field!r}; has: {_cut(', '.join(sorted(record)), 120)}; "
                              "allowed: records with 'input' and 'outputs'")
     for field in ("input", "answer_prefix", "task"):
         if field in record and not isinstance(record[field], str):
