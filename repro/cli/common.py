@@ -1,5 +1,10 @@
 """What every command shares: the one error type, argument types that name the bad value, the model folder and
-tokenizer checks, and the output folder."""
+tokenizer checks, and the output folder.
+
+transformers (and the project modules that import it: ``models``, ``data.tokenizer``, ``train``) is imported inside
+the functions that use it, never at the top of a command module: huggingface_hub and transformers read the offline
+switches (``HF_HUB_OFFLINE``, ...) when first imported, and ``evaluate --harness`` sets them after the commands are
+parsed (:func:`repro.harness.offline.go_offline`); every command module is imported to build the parser."""
 
 from __future__ import annotations
 
@@ -14,12 +19,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from tokenizers import Tokenizer
-from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from repro.data.tokenizer import SPECIAL_TOKENS, wrap
 from repro.devices import resolve_device, resolve_dtype
 from repro.distributed import launched_rank as distributed_rank
-from repro.models import check_config_json, load_model, refuse_shipped_code
 
 EXIT_USAGE = 2
 """Exit status of a bad argument (argparse's own)."""
@@ -126,6 +128,8 @@ def model_dir(path: str | Path, flag: str = "--model") -> Path:
     if not (p / "config.json").exists():
         raise CLIError(f"{flag} {str(path)!r} has no config.json; allowed: a folder written by save_pretrained "
                        "(e.g. runs/<profile>/extend-flt-<key>/final)")
+    from repro.models import check_config_json  # transformers: imported when used (module docstring)
+
     try:
         check_config_json(p)
     except ValueError as e:
@@ -138,6 +142,8 @@ def load_cli_model(path: str | Path, trust_remote_code: bool = False, flag: str 
     mismatched or non-finite weights, code shipped in the folder without ``--trust-remote-code``) as one-line
     :class:`CLIError`. Without a ``dtype`` (``train``) the weights load as float32 whatever the checkpoint holds
     (float16, bfloat16): training keeps float32 weights and optimizer states, ``--dtype`` sets the autocast."""
+    from repro.models import load_model  # transformers: imported when used (module docstring)
+
     kwargs.setdefault("dtype", "float32")
     try:
         return load_model(path, trust_remote_code=trust_remote_code, **kwargs)
@@ -164,6 +170,10 @@ def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer", pad_written
             tok = _from_file(p)
         elif p.is_dir() and any((p / f).exists() for f in ("tokenizer.json", "tokenizer_config.json",
                                                            "tokenizer.model")):
+            from transformers import AutoTokenizer  # imported when used (module docstring)
+
+            from repro.models import refuse_shipped_code
+
             if not trust_remote_code:
                 refuse_shipped_code(p, flag)
             tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True, trust_remote_code=trust_remote_code)
@@ -186,6 +196,9 @@ def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer", pad_written
 
 
 def _from_file(path: Path):
+    from transformers import PreTrainedTokenizerFast  # imported when used (module docstring)
+
+    from repro.data.tokenizer import SPECIAL_TOKENS, wrap
     try:
         raw = Tokenizer.from_file(str(path))
     except Exception as e:  # the tokenizers library raises a bare Exception for a file it cannot parse

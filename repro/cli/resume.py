@@ -24,8 +24,6 @@ from repro.cli.common import CLIError, RankAgreedError, check_out_outside_data
 from repro.io import DiskFull, read_json
 from repro.profiles import get_profile
 from repro.recipes import scaled_profile
-from repro.train.checkpoints import latest_checkpoint
-from repro.train.failures import NonFiniteLoss
 
 NOT_DEFINING: frozenset[str] = frozenset({
     "cmd", "out", "no_progress", "checkpoint_every", "device", "deepspeed", "sequence_parallel",
@@ -62,6 +60,8 @@ def short(value: object, limit: int = 80) -> str:
 
 def resumable(out: Path) -> tuple[Path | None, bool]:
     """``(latest checkpoint or None, final weights without their tokenizer)`` of the run in ``out``."""
+    from repro.train.checkpoints import latest_checkpoint  # repro.train imports transformers: see repro.cli.common
+
     final = out / "final"
     waiting = (final / "config.json").exists() and not (final / "tokenizer_config.json").exists()
     return (latest_checkpoint(out) if out.is_dir() else None), waiting
@@ -193,8 +193,11 @@ def check_model_fits(model: Path, ckpt: Path) -> None:
                        "architecture and sizes, or a new --out")
 
 
-STOPPING_ERRORS: tuple[type[Exception], ...] = (NonFiniteLoss, DiskFull, SafetensorError)
-"""What stops a started run without being a bug: ``train`` reports each in one line (:func:`stopped_error`)."""
+def stopping_errors() -> tuple[type[Exception], ...]:
+    """What stops a started run without being a bug: ``train`` reports each in one line (:func:`stopped_error`)."""
+    from repro.train.failures import NonFiniteLoss  # repro.train imports transformers: see repro.cli.common
+
+    return NonFiniteLoss, DiskFull, SafetensorError
 
 
 def stopped_error(error: Exception, out: Path) -> CLIError:
@@ -203,6 +206,9 @@ def stopped_error(error: Exception, out: Path) -> CLIError:
     leaves it empty, so no run that never trained a step is left to resume), a :class:`repro.io.DiskFull`, or a
     safetensors error while a checkpoint was written or read (a full disk reported as :class:`repro.io.DiskFull`
     says: the checkpoints already written are intact and the same command resumes from them)."""
+    from repro.train.checkpoints import latest_checkpoint  # repro.train imports transformers: see repro.cli.common
+    from repro.train.failures import NonFiniteLoss
+
     if isinstance(error, NonFiniteLoss) and out.is_dir() and latest_checkpoint(out) is None:
         for name in ("run.json", "metrics.jsonl"):
             (out / name).unlink(missing_ok=True)

@@ -23,7 +23,7 @@ from repro.cli.common import (CLIError, CommandInterrupted, RankAgreedError, add
                               device_args, launched_rank, load_cli_model, load_tokenizer_from, model_dir,
                               output_dir, positive_float, positive_int)
 from repro.cli.data import DATA_KINDS
-from repro.cli.resume import STOPPING_ERRORS, check_start, stopped_error
+from repro.cli.resume import check_start, stopped_error, stopping_errors
 from repro.cli.train_checks import (MAX_STEPS, MAX_TARGET, MAX_TOKENS_PER_STEP, MIN_TARGET, SEED_LIMIT,  # noqa: F401
                                     check_counts, check_lora_rank, check_step_tokens, env_limit, fit_config,
                                     launch_hint, read_anchors)
@@ -419,7 +419,7 @@ def main(args: argparse.Namespace) -> int:
         with run_lock(out, accelerator):
             refuse_finished(out)  # the holder we waited for may have finished it
             return train_run(args, make_trainer(args, parts, accelerator))
-    except STOPPING_ERRORS as e:  # a non-finite loss, a full disk: one line (repro.cli.resume)
+    except stopping_errors() as e:  # a non-finite loss, a full disk: one line (repro.cli.resume)
         raise stopped_error(e, out) from e
     except KeyboardInterrupt as e:
         if isinstance(e, CommandInterrupted):
