@@ -27,7 +27,6 @@ from pydoc_data.topics import topics
 from typing import Callable
 from unittest import mock
 
-import datasets
 import numpy as np
 import pytest
 import torch
@@ -567,6 +566,8 @@ def paper_on_cpu(ws: Workspace, out: Path) -> None:
 
 def hf_dataset(ws: Workspace, name: str, columns: dict) -> str:
     """``hf_disk:<path>`` of a ``datasets`` Dataset of ``columns`` saved with ``save_to_disk``."""
+    import datasets  # noqa: PLC0415 - reads HF_DATASETS_OFFLINE when imported, which the harness cases set first
+
     dst = ws.root / name
     if not dst.exists():
         datasets.Dataset.from_dict(columns).save_to_disk(str(dst))
