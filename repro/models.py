@@ -19,15 +19,27 @@ two transformers 5.23 traps in docs/own_model.md):
 
 from __future__ import annotations
 
+import contextlib
+import json
+import math
 from pathlib import Path
+from typing import Iterator
 
 import torch
+from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+from transformers import __version__ as transformers_version
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+from transformers.modeling_outputs import CausalLMOutputWithPast
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from transformers.utils import logging as hf_logging
 
 from repro.attention.doc_masked import boundary_kwargs, check_attn_implementation
 from repro.data.packing import is_packed_restart
-from repro.families import check_architecture, check_sizes
+from repro.devices import resolve_device, resolve_dtype
+from repro.families import FAMILIES, check_architecture, check_sizes
+from repro.parallel.rows import active, decoder_hidden, head_logits, head_weight
 from repro.profiles import ModelConfig
 
 
@@ -88,7 +100,13 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
 
     ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``; :func:`repro.devices.resolve_device`) is where the weights
     go, ``dtype`` (``auto``: bfloat16 on CUDA, float32 on the CPU; ``float32``; ``bfloat16``) what they are loaded
-    as; None for both keeps the checkpoint's dtype on the CPU.
+    as; None for both keeps the checkpoint's dtype on the CPU (``train`` asks for ``float32``: weights and optimizer
+    states are float32 whatever the checkpoint holds, and its saved config says so).
+
+    Checked once at load, each a one-line ValueError naming what is wrong: code shipped in any file of the folder
+    (:func:`refuse_shipped_code`) unless ``trust_remote_code``; a RoPE type transformers does not know, or a
+    ``rope_theta`` that is not a finite number >= 1 (:func:`check_rope`); tensors missing from the weight files or
+    not of the model (a tied output head excepted); weights that are NaN or infinite (:func:`check_finite`).
     """
     p = Path(path)
     if not p.exists() and (str(path).startswith((".", "/")) or "runs" in p.parts):
@@ -101,9 +119,13 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
         _refuse_pickled_weights(p)
     if p.exists():
         check_config_json(p)
+        if not trust_remote_code:
+            refuse_shipped_code(p)
     cfg = AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code)
     check_architecture(cfg)
+    check_rope(getattr(cfg, "rope_parameters", None), f"{str(p / 'config.json')!r}")
     if rope is not None:
+        check_rope(rope, "the RoPE settings asked for (rope=, --rope-theta)")
         cfg.rope_parameters = rope
     if max_positions is not None:
         cfg.max_position_embeddings = max(cfg.max_position_embeddings, max_positions)
@@ -115,21 +137,127 @@ def load_model(path: str | Path, rope: dict | None = None, attn_implementation: 
     kwargs: dict = {"config": cfg, "use_safetensors": True, "trust_remote_code": trust_remote_code}
     target = None
     if device is not None or dtype is not None:
-        from repro.devices import resolve_device, resolve_dtype
-
         target = resolve_device(device) if device is not None else torch.device("cpu")
         if dtype is not None:
             kwargs["dtype"] = resolve_dtype(dtype, target)
     if attn_implementation:
-        kwargs["attn_implementation"] = check_attn_implementation(attn_implementation)
+        try:
+            kwargs["attn_implementation"] = check_attn_implementation(attn_implementation)
+        except RuntimeError as e:  # flash-attn asked for where it cannot run (no GPU, not installed): one line
+            raise ValueError(" ".join(str(e).split())) from e
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+        with quiet_transformers():  # its load report is replaced by the one-line errors below
+            model, info = AutoModelForCausalLM.from_pretrained(str(path), output_loading_info=True, **kwargs)
     except (OSError, ValueError, RuntimeError, SafetensorError) as e:
         if not p.exists() or isinstance(e, torch.OutOfMemoryError):
             raise
         raise ValueError(_weights_error(p, e)) from e
     check_architecture(model.config, type(model))
+    check_loaded_keys(path, info)
+    check_finite(model, path)
     return model if target is None else model.to(target)
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' warnings silenced inside (its loading report table, which the checks replace)."""
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def _names(keys, limit: int = 5) -> str:
+    """The first ``limit`` of ``keys`` (sorted), with how many more."""
+    keys = sorted(keys)
+    return ", ".join(keys[:limit]) + (f" (+{len(keys) - limit} more)" if len(keys) > limit else "")
+
+
+def check_loaded_keys(path: str | Path, info: dict) -> None:
+    """A ValueError naming the tensors the weights of ``path`` lack (they would stay randomly initialised) or hold
+    beyond the model's (``from_pretrained``'s loading ``info``); transformers leaves a tied output head out of both."""
+    missing, unexpected = set(info.get("missing_keys") or ()), set(info.get("unexpected_keys") or ())
+    mismatched = [str(m[0]) if isinstance(m, (tuple, list)) else str(m) for m in info.get("mismatched_keys") or ()]
+    if missing or unexpected or mismatched:
+        parts = [f"{what} {_names(keys)}" for what, keys in (("missing", missing), ("unexpected", unexpected),
+                                                              ("of another shape", mismatched)) if keys]
+        raise ValueError(f"checkpoint folder {str(path)!r}: its weights do not match its config.json: tensors "
+                         f"{'; '.join(parts)}; allowed: weights with every tensor of the model (save_pretrained "
+                         "writes them; a tied lm_head may be left out)")
+
+
+def check_finite(model: torch.nn.Module, path: str | Path) -> None:
+    """A ValueError naming the tensors of ``model`` (loaded from ``path``) that hold NaN or infinite values."""
+    bad = [name for name, t in model.state_dict().items()
+           if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise ValueError(f"checkpoint folder {str(path)!r}: tensor(s) {_names(bad)} hold NaN or infinite values; "
+                         "allowed: finite weights (re-save the checkpoint from a run that did not diverge)")
+
+
+ROPE_TYPES: tuple[str, ...] = ("default", *ROPE_INIT_FUNCTIONS)
+"""The RoPE types transformers builds (``rope_parameters["rope_type"]``)."""
+
+
+def check_rope(params: dict | None, where: str) -> None:
+    """A ValueError naming ``where`` when ``params`` (``rope_parameters``, or one per layer type) has a RoPE type
+    transformers does not build or a ``rope_theta`` that is not a finite number >= 1 (a theta below 1 turns the
+    rotary frequencies into overflowing values and the loss into NaN)."""
+    if not isinstance(params, dict):
+        return
+    if all(isinstance(v, dict) for v in params.values()) and params:  # one set per layer type (e.g. Gemma 3)
+        for v in params.values():
+            check_rope(v, where)
+        return
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind not in ROPE_TYPES:
+        raise ValueError(f"{where}: rope_type {str(kind)[:80]!r} is not a RoPE type transformers builds; allowed: "
+                         f"{', '.join(ROPE_TYPES)}")
+    theta = params.get("rope_theta")
+    if theta is not None and not (isinstance(theta, (int, float)) and math.isfinite(theta) and theta >= 1):
+        raise ValueError(f"{where}: rope_theta={str(theta)[:40]}; allowed: a finite number >= 1 (Llama's is 10000; "
+                         "smaller values overflow the rotary frequencies)")
+
+
+SHIPPED_CODE_FILES: tuple[str, ...] = ("config.json", "tokenizer_config.json", "processor_config.json",
+                                       "preprocessor_config.json", "feature_extractor_config.json",
+                                       "image_processor_config.json", "video_preprocessor_config.json",
+                                       "generation_config.json")
+"""The files of a checkpoint folder whose ``auto_map`` (or a generation config's ``custom_generate``) makes
+transformers import Python code from the folder (model, tokenizer, processor, generation config)."""
+
+
+def shipped_code(folder: str | Path) -> tuple[str, str] | None:
+    """``(file, what)`` of the first file of :data:`SHIPPED_CODE_FILES` in ``folder`` that names code shipped with
+    the checkpoint (``auto_map``, ``custom_generate``, or a ``.py`` of an ``auto_map``), or None. A file that is
+    not a JSON object names none (its own reader reports it)."""
+    folder = Path(folder)
+    for name in SHIPPED_CODE_FILES:
+        f = folder / name
+        if not f.is_file():
+            continue
+        try:
+            raw = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if not isinstance(raw, dict):
+            continue
+        for key in ("auto_map", "custom_generate"):
+            if raw.get(key):
+                return name, f"{key}: {str(raw[key])[:120]}"
+    return None
+
+
+def refuse_shipped_code(folder: str | Path, flag: str = "--model") -> None:
+    """A ValueError naming the file of ``folder`` that ships code (:func:`shipped_code`) and the flag that allows
+    it; checked before transformers reads the folder, so no code is imported and no terminal question is asked."""
+    found = shipped_code(folder)
+    if found is not None:
+        raise ValueError(f"{flag} {str(folder)!r} ships its own model code ({found[0]}: {found[1]}); allowed: "
+                         "--trust-remote-code (trust_remote_code=True) to run it, for a folder you trust, or a "
+                         "checkpoint of transformers' own classes")
 
 
 def check_config_json(folder: str | Path) -> None:
@@ -137,24 +265,31 @@ def check_config_json(folder: str | Path) -> None:
     type (``"hidden_size": "64"``; transformers' own error spans lines). Other problems (code shipped with the
     model, an unknown ``model_type``) are left to :func:`load_model`, which knows ``trust_remote_code``. The
     commands call this before any work (:func:`repro.cli.common.model_dir`)."""
-    import json
-
-    from huggingface_hub.errors import StrictDataclassError
-
     local = Path(folder) / "config.json"
     try:
         raw = json.loads(local.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise ValueError(f"{str(local)!r} is not readable JSON ({type(e).__name__}: {e}); allowed: a JSON object "
                          "as save_pretrained writes it") from e
     if not isinstance(raw, dict):
         raise ValueError(f"{str(local)!r} holds a JSON {type(raw).__name__}, not an object; allowed: a JSON object "
                          "of config fields as save_pretrained writes it")
+    model_type = raw.get("model_type")
+    if not raw.get("auto_map") and model_type is not None and model_type not in CONFIG_MAPPING:
+        raise ValueError(f"{str(local)!r}: model_type {str(model_type)[:80]!r} is not an architecture transformers "
+                         f"{transformers_version} knows; supported: {', '.join(FAMILIES)} (tested), or another causal "
+                         "LM with RoPE whose forward takes position_ids")
     try:
-        AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+        with quiet_transformers():
+            AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
     except StrictDataclassError as e:
-        raise ValueError(f"{str(local)!r}: {' '.join(str(e).split())}; allowed: each field of the type its config "
-                         "class declares (e.g. an integer hidden_size, not a string)") from e
+        text = " ".join(str(e).split())
+        if "validate_architecture" in text:  # a relation between fields (heads dividing the hidden size), not a type
+            raise ValueError(f"{str(local)!r}: {text.split('ValueError: ')[-1].rstrip('.')}; allowed: sizes that fit "
+                             "together (hidden_size a multiple of num_attention_heads, num_attention_heads a multiple "
+                             "of num_key_value_heads)") from e
+        raise ValueError(f"{str(local)!r}: {text}; allowed: each field of the type its config class declares (e.g. an "
+                         "integer hidden_size, not a string)") from e
     except (ValueError, OSError, KeyError):
         return
 
@@ -212,16 +347,45 @@ def _attention_mask(model: torch.nn.Module, input_ids: torch.Tensor, position_id
     return causal_doc_mask(doc_ids, next(model.parameters()).dtype)
 
 
+def check_batch(batch: dict, min_length: int = 1) -> None:
+    """The tensors of a training batch as the Python API takes them, checked before any forward: ``input_ids`` of
+    shape (B >= 1, T >= ``min_length``), and ``weights`` (when given) of the same shape, finite and >= 0; a
+    ValueError naming the argument otherwise. Objectives that need two tokens per row (a next-token loss) pass
+    ``min_length=2``."""
+    ids = batch.get("input_ids")
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.shape[0] < 1 or ids.shape[1] < min_length:
+        shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"input_ids of shape {shape}; allowed: a (rows, tokens) tensor with rows >= 1 and tokens >= "
+                         f"{min_length}")
+    w = batch.get("weights")
+    if w is None:
+        return
+    if not isinstance(w, torch.Tensor) or tuple(w.shape) != tuple(ids.shape):
+        shape = tuple(w.shape) if isinstance(w, torch.Tensor) else type(w).__name__
+        raise ValueError(f"weights of shape {shape}; allowed: the shape of input_ids {tuple(ids.shape)}")
+    if w.is_floating_point() and not bool(torch.isfinite(w).all()):
+        raise ValueError(f"weights hold {int((~torch.isfinite(w)).sum())} NaN or infinite value(s); allowed: finite "
+                         "values >= 0")
+    if bool((w < 0).any()):
+        raise ValueError(f"weights hold {int((w < 0).sum())} negative value(s) (min {float(w.min())}); allowed: "
+                         "finite values >= 0")
+
+
+def _check_rows(input_ids: torch.Tensor) -> None:
+    """A ValueError for an ``input_ids`` that is not a non-empty (B, T) tensor (transformers' own error is a
+    reshape deep inside)."""
+    if input_ids is not None and (input_ids.ndim != 2 or 0 in input_ids.shape):
+        raise ValueError(f"input_ids of shape {tuple(input_ids.shape)}; allowed: a (rows, tokens) tensor with rows "
+                         ">= 1 and tokens >= 1")
+
+
 def forward(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None,
             doc_ids: torch.Tensor | None = None, **kwargs):
     """Run the model with the masking policy in the module docstring; returns the HF output. With
     ``inputs_embeds=`` (B, T, H) in ``kwargs`` the model runs on those instead of its embedding lookup of
-    ``input_ids`` (which then only shape the mask)."""
-    from repro.parallel.rows import active, decoder_hidden, head_logits
-
+    ``input_ids`` (which then only shape the mask). An empty batch is a ValueError."""
+    _check_rows(input_ids)
     if (rows := active()) is not None:  # sequence parallelism: this rank's tokens, the full rows' logits
-        from transformers.modeling_outputs import CausalLMOutputWithPast
-
         keep = int(kwargs.pop("logits_to_keep", 0) or 0)
         hidden = decoder_hidden(model, input_ids, position_ids, doc_ids, rows, **kwargs)
         hidden = hidden[:, -keep:] if keep else hidden
@@ -240,8 +404,7 @@ def forward_hidden(model: torch.nn.Module, input_ids: torch.Tensor, position_ids
     """Like :func:`forward` but stops before the LM head: the final hidden states (B, T, H), through the
     model's public ``get_decoder()`` (for :func:`repro.loss.chunked_clm_loss`). Inside
     :func:`repro.parallel.rows.split_rows` the decoder runs on this rank's tokens and the full rows come back."""
-    from repro.parallel.rows import active, decoder_hidden
-
+    _check_rows(input_ids)
     if (rows := active()) is not None:
         return decoder_hidden(model, input_ids, position_ids, doc_ids, rows, **kwargs)
     kwargs.setdefault("use_cache", False)
@@ -276,8 +439,6 @@ def plain_head_weight(model: torch.nn.Module) -> torch.Tensor | None:
         return None
     if hasattr(head.weight, "ds_id"):  # partitioned by DeepSpeed ZeRO-3: only whole inside the head's own forward
         return None
-    from repro.parallel.rows import head_weight
-
     return head_weight(head.weight)  # under sequence parallelism: its gradient shared over the group
 
 

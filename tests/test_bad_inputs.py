@@ -12,16 +12,41 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import importlib
 import io
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from pydoc_data.topics import topics
 from typing import Callable
+from unittest import mock
 
+import numpy as np
 import pytest
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForCausalLM, GPT2Config
+
+from repro.__main__ import main
+from repro.checkpoint_state import save_trainer_state
+from repro.data.tokenizer import train_tokenizer
+from repro.distributed import free_port
+from repro.lora import LoraSpec
+from repro.merging import merge_checkpoints
+from repro.models import build_tiny, load_model
+from repro.pipeline import REPO
+from repro.positions.sample import PositionSample
+from repro.profiles import TINY, ModelConfig
+from repro.train import TrainConfig, Trainer
+from repro.train.failures import Interrupted
+from tests.catalogue import DOC, render
 
 ALLOWED = r"allowed|available|supported|expected|choose from|needs|must|use |match|train it first"
 """Every message says what is allowed, in one of these words."""
@@ -81,12 +106,6 @@ class Workspace:
 @functools.lru_cache(maxsize=1)
 def workspace() -> Workspace:
     """Built once per process in a temporary folder (removed at exit)."""
-    from pydoc_data.topics import topics
-
-    from repro.data.tokenizer import train_tokenizer
-    from repro.models import build_tiny
-    from repro.profiles import ModelConfig
-
     root = Path(tempfile.mkdtemp(prefix="bad-inputs-"))
     atexit.register(shutil.rmtree, root, True)
     texts = [t for _, t in sorted(topics.items(), key=lambda kv: -len(kv[1]))]
@@ -105,8 +124,6 @@ def workspace() -> Workspace:
 # -- helpers the cases call -----------------------------------------------------------------
 def cli(*argv: str) -> None:
     """Run ``python -m repro *argv`` in-process; a non-zero exit status raises :class:`UsageExit`."""
-    from repro.__main__ import main
-
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = main([str(a) for a in argv])
@@ -188,9 +205,6 @@ def model_copy(ws: Workspace, name: str, **config: object) -> Path:
 
 def small_vocab_model(ws: Workspace) -> Path:
     """A model whose vocabulary (300) is smaller than the workspace tokenizer's, holding that tokenizer."""
-    from repro.models import build_tiny
-    from repro.profiles import ModelConfig
-
     dst = ws.root / "small-vocab"
     cfg = ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=2)
     build_tiny(cfg, 300, 512, 0, 1, 2, seed=0).save_pretrained(dst)
@@ -200,9 +214,6 @@ def small_vocab_model(ws: Workspace) -> Path:
 
 def other_model(num_layers: int = 2, hidden_size: int = 32, vocab: int = 400):
     """A random Llama different from the workspace model."""
-    from repro.models import build_tiny
-    from repro.profiles import ModelConfig
-
     cfg = ModelConfig(hidden_size=hidden_size, intermediate_size=64, num_layers=num_layers, num_heads=2,
                       num_kv_heads=2)
     return build_tiny(cfg, vocab, 512, 0, 1, 2, seed=1)
@@ -231,13 +242,6 @@ def finished_run(ws: Workspace, out: Path) -> None:
 
 def load_checkpoint_of_another_model(ws: Workspace, out: Path, **other) -> None:
     """A trainer of the workspace model resumes from a checkpoint of another model (default: 2 layers)."""
-    import torch
-    from safetensors.torch import save_file
-
-    from repro.checkpoint_state import save_trainer_state
-    from repro.models import load_model
-    from repro.train import TrainConfig, Trainer
-
     ckpt = ws.path("ckpt-other")
     save_file({k: v.contiguous() for k, v in other_model(**other).state_dict().items() if "lm_head" not in k},
               ckpt / "model.safetensors")
@@ -253,11 +257,6 @@ def load_checkpoint_of_another_model(ws: Workspace, out: Path, **other) -> None:
 
 def load_pickled_checkpoint(ws: Workspace, out: Path) -> None:
     """A trainer resumes from a checkpoint of an earlier version whose optimizer/RNG state is a pickle."""
-    from safetensors.torch import save_file
-
-    from repro.models import load_model
-    from repro.train import TrainConfig, Trainer
-
     model = load_model(ws.model)
     ckpt = ws.path("ckpt-pickled")
     save_file({k: v.contiguous() for k, v in model.state_dict().items() if "lm_head" not in k},
@@ -285,8 +284,6 @@ def pickled_only(ws: Workspace) -> Path:
 
 def gpt2_folder(ws: Workspace) -> Path:
     """A saved GPT-2 config (learned absolute positions, no RoPE)."""
-    from transformers import GPT2Config
-
     dst = ws.path("gpt2")
     GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=400).save_pretrained(dst)
     return dst
@@ -294,8 +291,6 @@ def gpt2_folder(ws: Workspace) -> Path:
 
 def merge_different_models(ws: Workspace, out: Path) -> None:
     """Eq. 8 merge of the workspace model with one of another width."""
-    from repro.merging import merge_checkpoints
-
     other = ws.root / "wide"
     other_model(num_layers=1, hidden_size=64).save_pretrained(other)
     merge_checkpoints(ws.model, other, out / "merged")
@@ -303,43 +298,31 @@ def merge_different_models(ws: Workspace, out: Path) -> None:
 
 def profile_override(**sections: dict) -> Callable:
     """A call that overrides the tiny profile's ``sections``."""
-    from repro.profiles import TINY
-
     return lambda ws, out: TINY.override(**sections)
 
 
 def train_config(**fields: object) -> Callable:
     """A call that builds a TrainConfig with ``fields`` (max_steps=10, lr=1e-3 unless given)."""
-    from repro.train import TrainConfig
-
     return lambda ws, out: TrainConfig(**{"max_steps": 10, "lr": 1e-3, **fields})
 
 
 def lora_spec(**fields: object) -> Callable:
     """A call that builds a LoraSpec with ``fields``."""
-    from repro.lora import LoraSpec
-
     return lambda ws, out: LoraSpec(**fields)
 
 
 def sample(n: int = 32):
     """A sentence-less position sample of ``n`` tokens."""
-    from repro.positions.sample import PositionSample
-
     return PositionSample(n)
 
 
 def rng():
     """A seeded numpy generator."""
-    import numpy as np
-
     return np.random.default_rng(0)
 
 
 def flash_without_gpu() -> None:
     """``check_attn_implementation('flash_attention_2')`` as on a machine without a GPU or flash-attn."""
-    from unittest import mock
-
     with mock.patch("repro.attention.doc_masked.flash_attn_available", return_value=False):
         _m("attention.doc_masked").check_attn_implementation("flash_attention_2")
 
@@ -355,13 +338,6 @@ def train_argv(ws: Workspace, out: Path, *extra: str, **change: str) -> list[str
 def two_ranks(ws: Workspace, out: Path, *extra: str, **change: str) -> None:
     """``train`` as the 2 processes of a launched run (the variables ``torchrun`` sets, real processes). Raises
     :class:`UsageExit` with rank 0's last stderr line when rank 0 fails; rank 1 must end alike, printing nothing."""
-    import os
-    import subprocess
-    import sys
-
-    from repro.distributed import free_port
-    from repro.pipeline import REPO
-
     env = {**os.environ, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": "1"}
     procs = [subprocess.Popen([sys.executable, "-m", "repro", *train_argv(ws, out, *extra, **change)], cwd=REPO,
@@ -379,8 +355,6 @@ def launched_env(**env: str) -> Callable:
     """A call running :func:`train` in this process as rank 0 of a launched run of ``WORLD_SIZE`` processes (and any
     other variable of ``env``), without starting the others: for checks made before any process group exists."""
     def call(ws: Workspace, out: Path, *extra: str, **change: str) -> None:
-        import os
-        from unittest import mock
 
         with mock.patch.dict(os.environ, {"RANK": "0", "LOCAL_RANK": "0", **env}):
             train(ws, out, *extra, **change)
@@ -395,13 +369,6 @@ HOLDER = ("import sys\nfrom repro.locks import stage_lock\nwith stage_lock(sys.a
 def train_while_locked(ws: Workspace, out: Path) -> None:
     """``train`` with ``REPRO_LOCK_WAIT=0`` on an ``--out`` whose lock another process holds. The holder's pid, host,
     command and start time change from run to run: the message is shown with them replaced by placeholders."""
-    import os
-    import subprocess
-    import sys
-    from unittest import mock
-
-    from repro.pipeline import REPO
-
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], cwd=REPO, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
@@ -418,8 +385,6 @@ def train_while_locked(ws: Workspace, out: Path) -> None:
 
 def _m(name: str) -> object:
     """Import ``repro.<name>`` (a module path) lazily."""
-    import importlib
-
     return importlib.import_module(f"repro.{name}")
 
 
@@ -432,9 +397,6 @@ def read_only(ws: Workspace, out: Path) -> None:
 def train_into_read_only(ws: Workspace, out: Path) -> None:
     """``train --out <out>/run`` with ``out`` read-only. Root may write anywhere, so under root the permission
     check (``os.access``) is told what it tells any other user."""
-    import os
-    from unittest import mock
-
     real = os.access
 
     def access(path, mode, *a, **kw):
@@ -461,8 +423,6 @@ def string_hidden_size(ws: Workspace) -> Path:
 
 def tiny_cfg():
     """The workspace model's :class:`repro.profiles.ModelConfig`."""
-    from repro.profiles import ModelConfig
-
     return ModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=2)
 
 
@@ -485,6 +445,149 @@ def in_folder(folder: Path, *argv: object) -> None:
     land in ``folder``)."""
     with contextlib.chdir(folder):
         cli(*argv)
+
+
+# -- round three: resumes, shipped code, precision, weights -----------------------------------
+def stopped_run(ws: Workspace, out: Path, *extra: str, **change: str) -> None:
+    """``out`` holds a ``train --method pose --steps 3 --checkpoint-every 1`` run stopped after its second step (its
+    ``ckpt-2`` kept, no ``final/``), as a kill after that checkpoint leaves it."""
+    original = Trainer.train
+    with mock.patch.object(Trainer, "train", lambda self, **kw: original(self, stop_after=2)), \
+            contextlib.suppress(Interrupted):
+        train(ws, out, *RESUMED, *extra, **{**STOPPED, **change})
+    assert (out / "ckpt-2").is_dir() and not (out / "final").exists()
+
+
+STOPPED = {"method": "pose", "steps": "3"}
+"""The run :func:`stopped_run` stops: PoSE for 3 steps."""
+RESUMED = ("--checkpoint-every", "1")
+"""Flags every resume of :func:`stopped_run`'s run repeats."""
+
+
+def resume(ws: Workspace, out: Path, *extra: str, **change: str) -> None:
+    """``train`` resuming :func:`stopped_run`'s run in ``out`` with ``change``."""
+    train(ws, out, *RESUMED, *extra, **{**STOPPED, **change})
+
+
+def wide_model(ws: Workspace) -> Path:
+    """A model of hidden size 64 (the workspace's is 32) with the workspace tokenizer."""
+    dst = ws.root / "wide-model"
+    if not dst.exists():
+        other_model(num_layers=1, hidden_size=64).save_pretrained(dst)
+        ws.tok.save_pretrained(dst)
+    return dst
+
+
+EVIL = "import pathlib\npathlib.Path(__file__).with_name('marker').write_text('ran')\n"
+"""The code a hostile checkpoint ships: importing it creates ``marker`` beside it."""
+
+
+def shipping_code(ws: Workspace, name: str, where: str) -> Path:
+    """A copy of the workspace model whose ``where`` (``tokenizer_config.json`` or ``config.json``) has an
+    ``auto_map`` to ``evil.py`` beside it (:data:`EVIL`)."""
+    dst = model_copy(ws, name)
+    write(dst / "evil.py", EVIL)
+    cfg = json.loads((dst / where).read_text())
+    cfg["auto_map"] = ({"AutoTokenizer": ["evil.EvilTokenizer", None]} if where == "tokenizer_config.json"
+                       else {"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel"})
+    (dst / where).write_text(json.dumps(cfg))
+    return dst
+
+
+def saved_in(ws: Workspace, dtype: torch.dtype) -> Path:
+    """The workspace model saved in ``dtype`` (config ``dtype`` and every tensor), with its tokenizer."""
+    dst = ws.root / f"model-{str(dtype).split('.')[-1]}"
+    if not dst.exists():
+        AutoModelForCausalLM.from_pretrained(str(ws.model)).to(dtype).save_pretrained(dst)
+        ws.tok.save_pretrained(dst)
+    return dst
+
+
+def changed_weights(ws: Workspace, name: str, change: Callable[[dict], dict], **config: object) -> Path:
+    """A copy of the workspace model whose ``model.safetensors`` holds ``change(tensors)`` (config fields
+    ``config`` replaced)."""
+    dst = model_copy(ws, name, **config)
+    tensors = load_file(dst / "model.safetensors")
+    save_file(change(dict(tensors)), dst / "model.safetensors", metadata={"format": "pt"})
+    return dst
+
+
+def without(key: str) -> Callable[[dict], dict]:
+    """Tensors without ``key``."""
+    return lambda t: {k: v for k, v in t.items() if k != key}
+
+
+def nan_in(key: str) -> Callable[[dict], dict]:
+    """Tensors with ``key``'s first value NaN."""
+    def change(t: dict) -> dict:
+        t[key] = t[key].clone()
+        t[key].view(-1)[0] = float("nan")
+        return t
+    return change
+
+
+def zero_embeddings(t: dict) -> dict:
+    """Tensors with an all-zero embedding: with ``rms_norm_eps=0`` every hidden state normalises 0/0 (NaN)."""
+    return {**t, "model.embed_tokens.weight": torch.zeros_like(t["model.embed_tokens.weight"])}
+
+
+MLP_UP = "model.layers.0.mlp.up_proj.weight"
+"""A tensor of the workspace model that the weight cases remove or spoil."""
+
+
+def analyze(ws: Workspace, out: Path, analysis: str, *extra: object, **change: object) -> None:
+    """``python -m repro analyze <analysis>`` on the workspace's model and texts, flags replaced by ``change``."""
+    flags = {"--model": ws.model, "--data": f"folder:{ws.texts}", "--length": "64", "--samples": "1", "--out": out}
+    flags.update({"--" + k.replace("_", "-"): v for k, v in change.items()})
+    cli("analyze", analysis, *[x for kv in flags.items() for x in kv], "--no-progress", *extra)
+
+
+def data_inside_out(ws: Workspace, out: Path) -> None:
+    """``out/texts``: a copy of the workspace texts inside the case's folder."""
+    if not (out / "texts").exists():
+        shutil.copytree(ws.texts, out / "texts")
+
+
+def disk_full_at_checkpoint(ws: Workspace, out: Path) -> None:
+    """``train --checkpoint-every 1`` whose first checkpoint write finds the disk full (safetensors' own error, as
+    on a full tmpfs)."""
+    def full(*a, **kw):
+        raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: \"No "
+                              "space left on device\" })")
+    with mock.patch("repro.train.trainer.save_file", full):
+        train(ws, out, "--checkpoint-every", "1", steps="2")
+
+
+def paper_on_cpu(ws: Workspace, out: Path) -> None:
+    """``train --profile paper`` (flash-attn) as on a machine without a GPU or flash-attn."""
+    with mock.patch("repro.attention.doc_masked.flash_attn_available", return_value=False):
+        train(ws, out, profile="paper", target="256")
+
+
+def hf_dataset(ws: Workspace, name: str, columns: dict) -> str:
+    """``hf_disk:<path>`` of a ``datasets`` Dataset of ``columns`` saved with ``save_to_disk``."""
+    import datasets  # noqa: PLC0415 - reads HF_DATASETS_OFFLINE when imported, which the harness cases set first
+
+    dst = ws.root / name
+    if not dst.exists():
+        datasets.Dataset.from_dict(columns).save_to_disk(str(dst))
+    return f"hf_disk:{dst}"
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+"""JSON nested 100,000 levels deep (Python's parser gives up with a RecursionError)."""
+HUGE_KEY = "k" * 10_000
+"""A 10,000-character key."""
+
+
+def ruler_line(ws: Workspace, name: str, line: str) -> object:
+    """``read_jsonl`` of a file ``name`` holding one ``line``."""
+    return _m("tasks.ruler_jsonl").read_jsonl(write(ws.root / name, line + "\n"))
+
+
+def a_batch(**tensors: torch.Tensor) -> dict:
+    """A 2 x 8 batch of token ids with ``tensors`` added or replaced."""
+    return {"input_ids": torch.ones(2, 8, dtype=torch.long), **tensors}
 
 # -- the catalogue --------------------------------------------------------------------------
 PROFILE, TRAINCFG, LORA, CLI_TRAIN, CLI_EVAL, CLI_OTHER = "profile", "TrainConfig", "LoRA", "CLI train", \
@@ -653,9 +756,9 @@ CASES: list[Case] = [
     Case("E62", DATA, "`--data folder:` with a .txt file that is not UTF-8",
          lambda ws, out: train(ws, out, data=folder_with(ws, "latin1", "a.txt", b"caf\xe9")),
          UsageExit, r"a.txt' is not readable UTF-8 text .*; allowed: ", out=True),
-    Case("E63", DATA, "`--data folder:` with a directory named doc.txt",
+    Case("E63", DATA, "`--data folder:` with a directory named doc.txt (only regular files are read)",
          lambda ws, out: train(ws, out, data=f"folder:{ws.path('dirtxt/doc.txt').parent}"), UsageExit,
-         r"doc.txt' is not readable .*; allowed: ", out=True),
+         r"dirtxt' holds no .txt or .jsonl files; allowed: a folder of UTF-8 .txt files", out=True),
     Case("E64", DATA, "`--data hf_disk:` a folder that is not a saved dataset",
          lambda ws, out: train(ws, out, data=f"hf_disk:{ws.path('not-a-dataset')}"), UsageExit,
          r"--data 'hf_disk:.*not-a-dataset': ", out=True),
@@ -923,6 +1026,179 @@ CASES: list[Case] = [
          r"mmlu_abstract_algebra needs the dataset cais/mmlu \(abstract_algebra\), not in the datasets cache; put a "
          r"copy of the hub dataset cais/mmlu in .*/texts/cais/mmlu \(hf download --repo-type dataset cais/mmlu "
          r"--local-dir .*/texts/cais/mmlu\)", out=True),
+    # round three: a resume is the same run
+    Case("E171", CLI_TRAIN, "resume a stopped `--method pose` run in `--out` with `--method cdt --lr 0.5`",
+         lambda ws, out: resume(ws, out, method="cdt", lr="0.5"), UsageExit,
+         r"--out '.*E171' holds a run started with other arguments \(checkpoint ckpt-2, step 2\): --lr 0.003 -> 0.5; "
+         r"--method 'pose' -> 'cdt'; allowed: the same arguments to resume it, a new --out for a new run "
+         r"\(--method cannot change inside a run\)", setup=stopped_run, out=True),
+    Case("E172", CLI_TRAIN, "resume a run stopped at step 2 with `--steps 1 --resume-with-changes steps`",
+         lambda ws, out: resume(ws, out, "--resume-with-changes", "steps", steps="1"), UsageExit,
+         r"--steps 1 is below the step 2 of the run's checkpoint; allowed: --steps >= 2", setup=stopped_run,
+         out=True),
+    Case("E173", CLI_TRAIN, "resume with `--model` of another width and `--resume-with-changes model`",
+         lambda ws, out: resume(ws, out, "--resume-with-changes", "model", model=wide_model(ws)), UsageExit,
+         r"--model '.*wide-model' does not fit the run's ckpt-2: \d+ tensor\(s\) of another shape .*; allowed: a "
+         r"model of the checkpoint's architecture", setup=stopped_run, out=True),
+    Case("E174", CLI_TRAIN, "`--resume-with-changes method` (not a field a run may change)",
+         lambda ws, out: resume(ws, out, "--resume-with-changes", "method", method="cdt"), UsageExit,
+         r"--resume-with-changes 'method': --method cannot change inside a run; allowed: --steps, --lr",
+         setup=stopped_run, out=True),
+    Case("E175", CLI_TRAIN, "resume with `--steps 4` (another schedule) without `--resume-with-changes`",
+         lambda ws, out: resume(ws, out, steps="4"), UsageExit,
+         r"--steps 3 -> 4; allowed: the same arguments to resume it, a new --out for a new run, or "
+         r"--resume-with-changes steps", setup=stopped_run, out=True),
+    # code shipped with a checkpoint runs only with --trust-remote-code
+    Case("E176", CKPT, "`train --model` whose tokenizer_config.json has an `auto_map` to a .py beside it",
+         lambda ws, out: train(ws, out, model=shipping_code(ws, "evil-tokenizer", "tokenizer_config.json")),
+         UsageExit, r"--model '.*evil-tokenizer' ships its own model code \(tokenizer_config.json: auto_map: .*\); "
+         r"allowed: --trust-remote-code", out=True),
+    Case("E177", CKPT, "`evaluate --model` whose config.json has an `auto_map`",
+         lambda ws, out: evaluate(ws, out, model=shipping_code(ws, "evil-config", "config.json")), UsageExit,
+         r"--model '.*evil-config' ships its own model code \(config.json: auto_map: .*\); allowed: "
+         r"--trust-remote-code",
+         out=True),
+    # weights: every tensor, finite, RoPE settings that transformers builds
+    Case("E178", CKPT, "`train --model` whose model.safetensors lacks one tensor (layer 0's MLP up projection)",
+         lambda ws, out: train(ws, out, model=changed_weights(ws, "missing-tensor", without(MLP_UP))), UsageExit,
+         r"missing-tensor': its weights do not match its config.json: tensors missing "
+         r"model.layers.0.mlp.up_proj.weight; allowed: weights with every tensor", out=True),
+    Case("E179", CKPT, "`train --model` whose model.safetensors holds a tensor the model has not",
+         lambda ws, out: train(ws, out, model=changed_weights(ws, "extra-tensor", lambda t: {
+             **t, "model.extra.weight": torch.zeros(2)})), UsageExit,
+         r"extra-tensor': its weights do not match its config.json: tensors unexpected model.extra.weight; "
+         r"allowed: ", out=True),
+    Case("E180", CKPT, "`evaluate --model` whose weights hold a NaN",
+         lambda ws, out: evaluate(ws, out, model=changed_weights(ws, "nan-weights", nan_in(MLP_UP))), UsageExit,
+         r"nan-weights': tensor\(s\) model.layers.0.mlp.up_proj.weight hold NaN or infinite values; allowed: "
+         r"finite weights", out=True),
+    Case("E181", CKPT, "`train --rope-theta 1e-300`", lambda ws, out: train(ws, out, "--rope-theta", "1e-300"),
+         UsageExit, r"--rope-theta\): rope_theta=1e-300; allowed: a finite number >= 1", out=True),
+    Case("E182", CKPT, "`train --model` whose config.json says `rope_theta` -10000",
+         lambda ws, out: train(ws, out, model=model_copy(ws, "negative-theta", rope_parameters={
+             "rope_type": "default", "rope_theta": -10000.0})), UsageExit,
+         r"negative-theta/config.json': rope_theta=-10000.0; allowed: a finite number >= 1", out=True),
+    Case("E183", CKPT, "`evaluate --model` whose config.json has `rope_parameters` of type `bogus`",
+         lambda ws, out: evaluate(ws, out, model=model_copy(ws, "bogus-rope", rope_parameters={
+             "rope_type": "bogus", "rope_theta": 10000.0})), UsageExit,
+         r"bogus-rope/config.json': rope_type 'bogus' is not a RoPE type transformers builds; allowed: default, "
+         r"linear, ", out=True),
+    Case("E184", CKPT, "`train --model` whose config.json has an old-style `rope_scaling` of type `bogus`",
+         lambda ws, out: train(ws, out, model=model_copy(ws, "bogus-scaling", rope_parameters=None, rope_scaling={
+             "type": "bogus", "factor": 2.0})), UsageExit,
+         r"bogus-scaling/config.json': rope_type 'bogus' is not a RoPE type transformers builds; allowed: ",
+         out=True),
+    Case("E185", CLI_TRAIN, "a loss that is NaN at step 0 (finite weights: zero embeddings, `rms_norm_eps` 0)",
+         lambda ws, out: train(ws, out, model=changed_weights(ws, "nan-loss", zero_embeddings, rms_norm_eps=0.0)),
+         UsageExit, r"non-finite loss nan at step 0 \(0-based\): .*; no checkpoint exists yet, so nothing of the run "
+         r"is kept; allowed: finite values", out=True),
+    # round three: every command checks its inputs alike, before any work
+    Case("E186", CLI_EVAL, "`--lengths 256,256` (a repeated length)", lambda ws, out: evaluate(ws, out,
+                                                                                          lengths="256,256"),
+         UsageExit, r"--lengths 256,256 repeats 256; allowed: distinct values", out=True),
+    Case("E187", CLI_EVAL, "`--tasks \"niah_single_1, niah_single_1\"` (a repeated task)",
+         lambda ws, out: evaluate(ws, out, tasks="niah_single_1, niah_single_1"), UsageExit,
+         r"--tasks niah_single_1,niah_single_1 repeats niah_single_1; allowed: distinct values", out=True),
+    Case("E188", CLI_EVAL, "`--samples 1000000000`", lambda ws, out: evaluate(ws, out, samples="1000000000"),
+         UsageExit, r"--samples 1,000,000,000 is larger than allowed; allowed: --samples <= 100,000 \(set "
+         r"REPRO_MAX_SAMPLES to go further\)", out=True),
+    Case("E189", CLI_OTHER, "`analyze attention-distance --bins 100000000`",
+         lambda ws, out: analyze(ws, out, "attention-distance", bins="100000000"), UsageExit,
+         r"--bins 100,000,000 is larger than allowed; allowed: --bins <= 100,000", out=True),
+    Case("E190", TOKENIZER, "`evaluate --model` whose tokenizer (400 tokens) is larger than its vocabulary (300)",
+         lambda ws, out: evaluate(ws, out, model=small_vocab_model(ws)), UsageExit,
+         r"--model's tokenizer has 400 tokens but the vocabulary of --model '.*small-vocab' is 300; allowed: the "
+         r"model's own tokenizer", out=True),
+    Case("E191", TOKENIZER, "`analyze attention-distance --model` whose tokenizer is larger than its vocabulary",
+         lambda ws, out: analyze(ws, out, "attention-distance", model=small_vocab_model(ws)), UsageExit,
+         r"--model's tokenizer has 400 tokens but the vocabulary of --model '.*small-vocab' is 300; allowed: ",
+         out=True),
+    Case("E192", TOKENIZER, "`analyze tokens --base` whose vocabulary (300) is smaller than the tokenizer's",
+         lambda ws, out: analyze(ws, out, "tokens", base=small_vocab_model(ws)), UsageExit,
+         r"--model's tokenizer has 400 tokens but the vocabulary of --base '.*small-vocab' is 300; allowed: ",
+         out=True),
+    Case("E193", CKPT, "`analyze tokens --model` whose model.safetensors is truncated",
+         lambda ws, out: analyze(ws, out, "tokens", base=ws.model, model=truncated_checkpoint(ws)), UsageExit,
+         r"checkpoint folder '.*truncated': cannot read its weights \(model.safetensors: .*\); allowed: complete "
+         r"safetensors files", out=True),
+    Case("E194", DATA, "`train --out` inside the `--data` folder (its metrics.jsonl would become data)",
+         lambda ws, out: train(ws, out / "texts" / "run", data=f"folder:{out / 'texts'}"), UsageExit,
+         r"--out '.*E194/texts/run' is inside --data 'folder:.*E194/texts': the command's own files would be read "
+         r"as data; allowed: an output folder outside the data folder", setup=data_inside_out, out=True),
+    Case("E195", CLI_TRAIN, "the disk fills up while `train` writes its first checkpoint (safetensors' error)",
+         disk_full_at_checkpoint, UsageExit, r"disk full while writing '.*E195' \(.*No space left on device.*\); "
+         r"nothing half-written was left there and its previous version, if any, is intact. Free space and run "
+         r"again; allowed: more free space \(the same command then resumes from the last complete checkpoint\)"),
+    Case("E196", CLI_TRAIN, "`train --profile paper` (flash-attn) on a machine without a GPU",
+         paper_on_cpu, UsageExit, r"attn_implementation='flash_attention_2' needs a CUDA GPU and the flash-attn "
+         r"package .*; use 'sdpa' on CPU", out=True),
+    Case("E197", DATA, "`--data folder:` holding a .jsonl line nested 100,000 levels deep",
+         lambda ws, out: train(ws, out, data=folder_with(ws, "deep-jsonl", "deep.jsonl", DEEP + "\n")), UsageExit,
+         r"deep.jsonl:1: not a JSON object \(nested too deeply\); allowed: one JSON object per line", out=True),
+    Case("E198", DATA, "`--data hf_disk:` a dataset without a `text` column",
+         lambda ws, out: train(ws, out, data=hf_dataset(ws, "hf-content", {"content": ["a b c"]})), UsageExit,
+         r"has no 'text' column \(columns: content\); allowed: a saved Dataset with a string 'text' column",
+         out=True),
+    Case("E199", DATA, "`--data hf_disk:` a dataset whose `text` is None in a row",
+         lambda ws, out: train(ws, out, data=hf_dataset(ws, "hf-none", {"text": ["a b c", None]})), UsageExit,
+         r"row 1's 'text' is NoneType \(None\); allowed: a string in every row of the 'text' column", out=True),
+    Case("E200", DATA, "`--data hf_disk:` a dataset whose `text` column holds integers",
+         lambda ws, out: train(ws, out, data=hf_dataset(ws, "hf-int", {"text": [5, 6]})), UsageExit,
+         r"row 0's 'text' is int \(5\); allowed: a string", out=True),
+    Case("E201", DATA, "`--data folder:` whose only text has 3 tokens (below the shortest `--target`)",
+         lambda ws, out: train(ws, out, data=folder_with(ws, "tiny-corpus", "tiny.txt", "tiny text")), UsageExit,
+         r"--data 'folder:.*tiny-corpus' is too small: its longest document has \d+ tokens, below the shortest "
+         r"--target \(16\); allowed: documents of at least 128 tokens", out=True),
+    Case("E202", CLI_TRAIN, "`--base-window 1024 --target 256` (a base window above the target)",
+         lambda ws, out: train(ws, out, "--base-window", "1024", target="256"), UsageExit,
+         r"--base-window 1024 is above --target 256; allowed: --base-window <= --target", out=True),
+    Case("E203", CKPT, "`train --model` whose config.json has 3 heads for a hidden size of 32",
+         lambda ws, out: train(ws, out, model=model_copy(ws, "three-heads", num_attention_heads=3,
+                                                         num_key_value_heads=3)), UsageExit,
+         r"three-heads/config.json': The hidden size \(32\) is not a multiple of the number of attention heads "
+         r"\(3\); allowed: sizes that fit together", out=True),
+    Case("E204", CKPT, "`train --model` whose config.json says `model_type` `bogus`",
+         lambda ws, out: train(ws, out, model=model_copy(ws, "bogus-type", model_type="bogus")), UsageExit,
+         r"bogus-type/config.json': model_type 'bogus' is not an architecture transformers .* knows; supported: "
+         r"llama, ", out=True),
+    Case("E205", JSONL, "RULER JSONL row with a 10,000-character key (and no `input`)",
+         lambda ws, out: ruler_line(ws, "r205.jsonl", json.dumps({HUGE_KEY: 1, "outputs": ["7"]})), ValueError,
+         r"r205.jsonl:1: RULER record lacks 'input'; has: k{20,}\.\.\. \(10,\d+ characters\); allowed: records "
+         r"with 'input' and 'outputs'"),
+    Case("E206", JSONL, "RULER JSONL row whose `length` is a 30,000-character string",
+         lambda ws, out: ruler_rows(ws, "r206.jsonl", length="9" * 30_000), ValueError,
+         r"r206.jsonl:1: 'length'='9{20,}\.\.\. \(30,002 characters\); allowed: an integer >= 0"),
+    Case("E207", JSONL, "RULER JSONL line nested 100,000 levels deep",
+         lambda ws, out: ruler_line(ws, "r207.jsonl", DEEP), ValueError,
+         r"r207.jsonl:1: not a JSON object \(nested too deeply\); allowed: one JSON object per line"),
+    Case("E208", JSONL, "RULER JSONL row whose `task` is `\"nope\"`",
+         lambda ws, out: ruler_rows(ws, "r208.jsonl", task="nope"), ValueError,
+         r"r208.jsonl:1: 'task'='nope' is not a registered task; allowed: one of .*niah_single_1"),
+    Case("E209", CLI_EVAL, "`--harness lm-eval --cache` an existing file",
+         lambda ws, out: harness(ws, out, cache=write(ws.root / "cache-file", "not a folder")), UsageExit,
+         r"--cache '.*cache-file' is a file; allowed: a folder \(created when missing\)", out=True),
+    Case("E210", CLI_EVAL, "`--harness lm-eval --essays` a binary file",
+         lambda ws, out: harness(ws, out, essays=write(ws.root / "essays.bin", bytes(range(256)) * 40)), UsageExit,
+         r"--essays: essays '.*essays.bin' is binary data \(it holds NUL bytes\), not text; allowed: a folder of "
+         r"text files or one text file", out=True),
+    Case("E211", CLI_TRAIN, "`--sequence-parallel 3` on a 2-head model, as rank 0 of 3 launched processes",
+         lambda ws, out: launched_env(WORLD_SIZE="3", LOCAL_WORLD_SIZE="3")(ws, out, "--sequence-parallel", "3"),
+         UsageExit, r"--sequence-parallel 3 does not divide the model's 2 attention heads \(Ulysses splits the heads "
+         r"over the group\); allowed: a divisor of 2", out=True),
+    # round three: the Python API checks its tensors
+    Case("E216", ENGINE, "`repro.models.forward(model, input_ids)` on an empty (0, 8) batch",
+         lambda ws, out: _m("models").forward(load_model(ws.model), torch.zeros(0, 8, dtype=torch.long)),
+         ValueError, r"input_ids of shape \(0, 8\); allowed: a \(rows, tokens\) tensor with rows >= 1"),
+    Case("E217", ENGINE, "`check_batch(batch, min_length=2)` on rows of one token (a next-token loss has none)",
+         lambda ws, out: _m("models").check_batch(a_batch(input_ids=torch.ones(2, 1, dtype=torch.long)), 2),
+         ValueError, r"input_ids of shape \(2, 1\); allowed: a \(rows, tokens\) tensor with rows >= 1 and tokens "
+         r">= 2"),
+    Case("E218", ENGINE, "`check_batch` of loss `weights` holding a NaN",
+         lambda ws, out: _m("models").check_batch(a_batch(weights=torch.tensor([[1.0] * 7 + [float("nan")]] * 2))),
+         ValueError, r"weights hold 2 NaN or infinite value\(s\); allowed: finite values >= 0"),
+    Case("E219", ENGINE, "`check_batch` of negative loss `weights`",
+         lambda ws, out: _m("models").check_batch(a_batch(weights=-torch.ones(2, 8))), ValueError,
+         r"weights hold 16 negative value\(s\) \(min -1.0\); allowed: finite values >= 0"),
 ]
 
 
@@ -1006,7 +1282,85 @@ def test_bad_input_gets_a_clear_error(case: Case):
 
 
 def test_docs_table_is_up_to_date():
-    from tests.catalogue import DOC, render
-
     assert DOC.read_text() == render(CASES, user_sees), "docs/errors.md is out of date: python -m tests.catalogue " \
         "--write"
+
+
+# -- round three's acceptance tests -------------------------------------------------------------
+def test_a_resume_with_another_method_is_refused_and_run_json_stays_byte_equal(tmp_path):
+    ws, out = workspace(), tmp_path / "run"
+    stopped_run(ws, out)
+    before = (out / "run.json").read_bytes()
+    with pytest.raises(UsageExit) as refused:
+        resume(ws, out, method="cdt")
+    assert refused.value.code == 2 and [ln for ln in LAST_STDERR if "error" in ln] == [str(refused.value)]
+    assert re.match(r"error: --out .* holds a run started with other arguments \(checkpoint ckpt-2, step 2\): "
+                    r"--method 'pose' -> 'cdt'", str(refused.value))
+    assert (out / "run.json").read_bytes() == before and not (out / "final").exists()
+    resume(ws, out, "--resume-with-changes", "lr", lr="1e-3")  # an allowed change goes on from ckpt-2
+    record = json.loads((out / "run.json").read_text())
+    assert record["args"]["resume_history"] == [{"step": 2, "changed": {"lr": [0.003, 0.001]}}]
+    summary = json.loads((out / "final" / "train_summary.json").read_text())
+    assert summary["steps"] == 3 and summary["method"] == json.loads(before)["arm"]
+
+
+def test_shipped_tokenizer_code_is_refused_without_a_prompt_on_a_terminal(tmp_path):
+    """The command runs with a pseudo-terminal as its stdin (transformers asks its y/N question only there): it must
+    refuse in one line naming the file and the flag, print no question, and never import the shipped code."""
+    import pty  # noqa: PLC0415 - POSIX only, and only this test needs it
+
+    ws = workspace()
+    model = shipping_code(ws, "evil-tty", "tokenizer_config.json")
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "repro", *train_argv(ws, tmp_path / "out", model=model)],
+                              cwd=REPO, stdin=follower, capture_output=True, text=True, timeout=300)
+    finally:
+        os.close(follower)
+        os.close(leader)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert lines[-1].startswith("error: --model ") and "ships its own model code (tokenizer_config.json" in lines[-1]
+    assert "--trust-remote-code" in lines[-1] and "Traceback" not in proc.stderr
+    assert not re.search(r"wish to run|\[y/N\]|custom code", proc.stdout + proc.stderr, re.I)
+    assert not (model / "marker").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_half_precision_checkpoints_train_in_float32(tmp_path, dtype):
+    ws, out = workspace(), tmp_path / "run"
+    model = saved_in(ws, dtype)
+    assert {t.dtype for t in load_file(model / "model.safetensors").values()} == {dtype}
+    train(ws, out, "--dtype", "float32", model=model, steps="2")
+    losses = [json.loads(ln)["loss"] for ln in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(losses) == 2 and all(np.isfinite(losses)) and losses[0] > 1.0
+    saved = load_file(out / "final" / "model.safetensors")
+    assert {t.dtype for t in saved.values()} == {torch.float32}
+    assert json.loads((out / "final" / "config.json").read_text())["dtype"] == "float32"
+    start = load_file(model / "model.safetensors")[MLP_UP].float()
+    assert not torch.equal(saved[MLP_UP], start)  # trained: the float32 weights moved
+
+
+def test_a_killed_evaluate_leaves_no_earlier_evaluation_beside_it(tmp_path):
+    """An ``evaluate`` killed mid-way into a folder that held a finished evaluation: neither that evaluation's
+    summary nor its predictions are left to pass for the new command's."""
+    ws, out = workspace(), tmp_path / "eval"
+    for name in ("predictions.jsonl", "summary.json", "summary.md"):
+        write(out / name, "{}\n")
+
+    def killed(*a, **kw):
+        raise KeyboardInterrupt
+    with mock.patch("repro.cli.evaluate.predictions", killed), pytest.raises(UsageExit) as stopped:
+        evaluate(ws, out)
+    assert stopped.value.code == 130 and sorted(p.name for p in out.iterdir()) == []
+
+
+def test_a_non_finite_loss_after_a_checkpoint_names_it_and_keeps_the_run(tmp_path):
+    ws, out = workspace(), tmp_path / "run"
+    stopped_run(ws, out)
+    with mock.patch("repro.train.trainer.Trainer._gradients", lambda self, batch: {"loss": float("nan")}), \
+            pytest.raises(UsageExit) as stopped:
+        resume(ws, out)
+    text = str(stopped.value)
+    assert re.search(r"non-finite loss nan at step 2 .*The last checkpoint \('.*ckpt-2'\) is intact", text), text
+    assert (out / "run.json").exists() and (out / "ckpt-2").is_dir()

@@ -18,18 +18,45 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from repro.cli.common import (CLIError, add_device_args, device_args, load_tokenizer_from, model_dir, output_dir,
-                              positive_float, positive_int)
+from repro.analysis.cdt_record import analysis_min_length, cd_record
+from repro.analysis.distance_records import AttentionDistanceConfig, model_distances
+from repro.analysis.tokens import analyse
+from repro.cli import data
+from repro.cli.common import (CLIError, add_device_args, at_most, check_out_outside_data, check_tokenizer_fits,
+                              device_args, load_cli_model, load_tokenizer_from, model_dir, output_dir, positive_float,
+                              positive_int)
 from repro.cli.data import DATA_KINDS
+from repro.cli.train_checks import MAX_TARGET
+from repro.io import atomic_write_json
+from repro.profiles import PROFILES, get_profile, scaled_profile
 
 ANALYSES: tuple[str, ...] = ("ig", "attention-distance", "tokens")
 """The ``analyze`` subcommands."""
+MAX_SAMPLES = 10_000
+"""Most ``--samples`` (prompts or texts, each run through the model) unless ``REPRO_MAX_SAMPLES`` says otherwise."""
+MAX_BINS = 100_000
+"""Most ``--bins`` of ``attention-distance`` unless ``REPRO_MAX_BINS`` says otherwise."""
+MAX_DATA_BYTES = 1 << 30
+"""Most ``--data-bytes`` (bytes read per built-in source) unless ``REPRO_MAX_DATA_BYTES`` says otherwise."""
+
+
+def check_sizes(args: argparse.Namespace) -> None:
+    """Every size-like option of the analysis within its bound, and ``--out`` outside ``--data``, before any work:
+    a :class:`CLIError` naming the first that is not."""
+    at_most(args.samples, "--samples", "REPRO_MAX_SAMPLES", MAX_SAMPLES)
+    at_most(args.length, "--length", "REPRO_MAX_TARGET", MAX_TARGET)
+    if getattr(args, "bins", None) is not None:
+        at_most(args.bins, "--bins", "REPRO_MAX_BINS", MAX_BINS)
+    if getattr(args, "queries", None) is not None and args.queries > args.length:
+        raise CLIError(f"--queries {args.queries} is more than the --length {args.length} tokens of a text; allowed: "
+                       f"--queries <= {args.length}")
+    if getattr(args, "data_bytes", None) is not None:
+        at_most(args.data_bytes, "--data-bytes", "REPRO_MAX_DATA_BYTES", MAX_DATA_BYTES)
+    check_out_outside_data(args.out, getattr(args, "data", None))
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """The ``analyze`` subcommand and its three analyses' arguments."""
-    from repro.profiles import PROFILES
-
     a = sub.add_parser("analyze", help="IG scores, attention distances or impactful tokens of a local model")
     kinds = a.add_subparsers(dest="analysis", required=True, metavar="{" + ",".join(ANALYSES) + "}")
     for name in ANALYSES:
@@ -59,18 +86,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def _texts(args, tok) -> list[str]:
-    from repro.cli import data
-
     docs = data.documents(args.data, tok, args.length, args.data_bytes)
     return data.texts(docs, tok, args.length, args.samples, args.data)
 
 
 def ig(args: argparse.Namespace, out: Path) -> dict:
     """CDT's scores of ``--model`` with ``--profile``'s CDT settings at ``--length``."""
-    from repro.analysis.cdt_record import analysis_min_length, cd_record
-    from repro.profiles import get_profile
-    from repro.profiles import scaled_profile
-
     path = model_dir(args.model)
     if not (path / "tokenizer.json").exists():
         raise CLIError(f"--model {str(path)!r} has no tokenizer.json; allowed: a model folder that holds its "
@@ -83,22 +104,29 @@ def ig(args: argparse.Namespace, out: Path) -> dict:
                            run={"device": device, "dtype": dtype})
     except ValueError as e:
         raise CLIError(str(e)) from e
-    need = analysis_min_length(p, load_tokenizer_from(path, "--model"))
+    tok = load_tokenizer_from(path, "--model")
+    check_tokenizer_fits(tok, path, tok_flag="--model's tokenizer")
+    need = analysis_min_length(p, tok)
     if args.length < need:
         raise CLIError(f"--length {args.length} is too short for {args.samples} {p.cdt.task} prompts; "
                        f"allowed: --length >= {need}")
+    created = not out.exists()
     output_dir(out)
-    rec = cd_record(path, p, progress=not args.no_progress)
+    try:  # the model loads inside: its refusals (weights, RoPE, shipped code) as one line, no folder left
+        rec = cd_record(path, p, progress=not args.no_progress)
+    except ValueError as e:
+        if created and not any(out.iterdir()):
+            out.rmdir()
+        raise CLIError(" ".join(str(e).split())) from e
     return {"analysis": "ig", "length": args.length, "samples": len(rec["scores"]),
             "sample_tokens": [len(s["ig_token"]) for s in rec["scores"]], **rec}
 
 
 def attention_distance(args: argparse.Namespace, out: Path) -> dict:
     """RP-Fig2's distance histograms of ``--model``."""
-    from repro.analysis.distance_records import AttentionDistanceConfig, model_distances
-
     path = model_dir(args.model)
     tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
+    check_tokenizer_fits(tok, path, tok_flag="--tokenizer" if args.tokenizer else "--model's tokenizer")
     device, dtype = device_args(args)
     queries = args.queries or max(8, min(256, args.length // 16))
     try:
@@ -106,25 +134,27 @@ def attention_distance(args: argparse.Namespace, out: Path) -> dict:
     except ValueError as e:
         raise CLIError(str(e)) from e
     texts = _texts(args, tok)
-    return {"analysis": "attention-distance",
-            **model_distances(path, texts, args.length, cfg, tokenizer=tok, progress=not args.no_progress,
-                              device=device, dtype=dtype)}
+    try:  # the model loads inside: its refusals (weights, RoPE, shipped code) as one line
+        rec = model_distances(path, texts, args.length, cfg, tokenizer=tok, progress=not args.no_progress,
+                              device=device, dtype=dtype)
+    except ValueError as e:
+        raise CLIError(" ".join(str(e).split())) from e
+    return {"analysis": "attention-distance", **rec}
 
 
 def tokens(args: argparse.Namespace, out: Path) -> dict:
     """LongRecipe's impactful tokens of ``--model`` against ``--base``; also writes ``anchors.json``."""
-    from repro.analysis.tokens import analyse
-    from repro.io import atomic_write_json
-    from repro.models import load_model
-
     path, base_path = model_dir(args.model), model_dir(args.base, "--base")
     if not 0 < args.fraction <= 1:
         raise CLIError(f"--fraction {args.fraction}; allowed: 0 < --fraction <= 1")
     tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
+    tok_flag = "--tokenizer" if args.tokenizer else "--model's tokenizer"
+    check_tokenizer_fits(tok, path, tok_flag=tok_flag)
+    check_tokenizer_fits(tok, base_path, "--base", tok_flag=tok_flag)
     texts = _texts(args, tok)
     device, dtype = device_args(args)
-    base = load_model(base_path, max_positions=args.length, device=device, dtype=dtype).eval()
-    ext = load_model(path, max_positions=args.length, device=device, dtype=dtype).eval()
+    base = load_cli_model(base_path, flag="--base", max_positions=args.length, device=device, dtype=dtype).eval()
+    ext = load_cli_model(path, max_positions=args.length, device=device, dtype=dtype).eval()
     res = analyse(base, ext, tok, texts, args.length, fraction=args.fraction, tagger=None if args.pos else False,
                   progress=not args.no_progress, min_count=args.min_count)
     anchors = [int(a) for a in res.anchors]
@@ -138,9 +168,8 @@ def tokens(args: argparse.Namespace, out: Path) -> dict:
 
 def main(args: argparse.Namespace) -> int:
     """Run one analysis and write its JSON (atomically) into ``--out``."""
-    from repro.io import atomic_write_json
-
     out = Path(args.out)
+    check_sizes(args)
     run = {"ig": ig, "attention-distance": attention_distance, "tokens": tokens}[args.analysis]
     rec = run(args, out)
     name = args.analysis.replace("-", "_")

@@ -9,7 +9,13 @@ from typing import Sequence
 
 import numpy as np
 
-from repro.cli.common import CLIError
+from repro.cli.common import CLIError, warnings_as_lines
+from repro.cli.train_checks import MIN_TARGET
+from repro.data.corpus import Corpus, SkippedFileWarning, iter_code, iter_prose
+from repro.data.long_sources import BUILTIN_SPECS, source_documents, split_by_length
+from repro.data.streams import TokenStream
+from repro.data.synthetic import CorpusRows
+from repro.methods.prolong import long_threshold
 
 DATA_KINDS: tuple[str, ...] = ("corpus:code", "corpus:books", "corpus:short", "folder:<path>", "hf_disk:<path>")
 """The source specs ``--data`` accepts."""
@@ -17,8 +23,6 @@ DATA_KINDS: tuple[str, ...] = ("corpus:code", "corpus:books", "corpus:short", "f
 
 def parse_data_spec(spec: str) -> str:
     """``spec`` if it parses and its folder exists, else a :class:`CLIError` naming it and the allowed forms."""
-    from repro.data.long_sources import BUILTIN_SPECS
-
     kind, colon, arg = spec.partition(":")
     if spec in BUILTIN_SPECS:
         return spec
@@ -35,9 +39,6 @@ def parse_data_spec(spec: str) -> str:
 def builtin_corpus(tokenizer, max_bytes: int | None):
     """The testbed corpus's code and prose documents (each source cut at ``max_bytes``), tokenized in memory as a
     :class:`repro.data.corpus.Corpus` (what the ``corpus:`` specs read)."""
-    from repro.data.corpus import iter_code, iter_prose
-    from repro.data.corpus import Corpus
-
     docs = [*iter_code(max_bytes), *iter_prose(max_bytes)]
     enc = tokenizer([d.text for d in docs], add_special_tokens=False).input_ids
     ids = [np.asarray([tokenizer.bos_token_id, *e], dtype=np.int64) for e in enc]
@@ -49,35 +50,34 @@ def documents(spec: str, tokenizer, threshold: int, max_bytes: int | None = 2_00
     """The tokenized documents (BOS first) of ``spec``; ``threshold`` is the long-document length (``corpus:short``
     cuts below it), ``max_bytes`` caps each built-in source. A file the source skips (a ``.txt`` of binary data)
     gets one ``warning:`` line naming it."""
-    from repro.cli.common import warnings_as_lines
-    from repro.data.corpus import SkippedFileWarning
-    from repro.data.long_sources import source_documents
-
     spec = parse_data_spec(spec)
     corpus = builtin_corpus(tokenizer, max_bytes) if spec.startswith("corpus:") else None
     try:
         with warnings_as_lines(SkippedFileWarning):
             docs = source_documents(spec, corpus, tokenizer, threshold)
     except (FileNotFoundError, ValueError, ImportError) as e:
-        raise CLIError(f"--data {spec!r}: {e}") from e
+        raise CLIError(f"--data {spec!r}: {' '.join(str(e).split())}") from e
     docs = [d for d in docs if len(d) > 1]
     if not docs:
         raise CLIError(f"--data {spec!r} holds no text; allowed: a source with at least one document")
     return docs
 
 
-def require_length(docs: Sequence[np.ndarray], length: int, spec: str, flag: str = "--target") -> None:
-    """A :class:`CLIError` unless some document has at least ``length`` tokens."""
+def require_length(docs: Sequence[np.ndarray], length: int, spec: str, flag: str = "--target",
+                   minimum: int = MIN_TARGET) -> None:
+    """A :class:`CLIError` unless some document has at least ``length`` tokens; when even the longest is below
+    ``minimum`` (the shortest ``flag`` accepted) the advice is longer documents, not a shorter ``flag``."""
     longest = max(len(d) for d in docs)
     if longest < length:
+        if longest < minimum:
+            raise CLIError(f"--data {spec!r} is too small: its longest document has {longest} tokens, below the "
+                           f"shortest {flag} ({minimum}); allowed: documents of at least {length} tokens")
         raise CLIError(f"{flag} {length} is longer than allowed: the longest document of --data {spec!r} has "
                        f"{longest} tokens; allowed: {flag} <= {longest} (or longer documents)")
 
 
 def corpus_rows(docs: Sequence[np.ndarray]):
     """:class:`repro.data.synthetic.CorpusRows` over ``docs``."""
-    from repro.data.synthetic import CorpusRows
-
     offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs])]).astype(np.int64)
     return CorpusRows(np.concatenate(docs).astype(np.int64), offsets)
 
@@ -85,10 +85,6 @@ def corpus_rows(docs: Sequence[np.ndarray]):
 def prolong_streams(p, docs: Sequence[np.ndarray], spec: str, seed: int) -> list:
     """One :class:`repro.data.streams.TokenStream` per ``prolong.sources`` name, all read from ``docs``: the long
     streams keep the documents of at least the long threshold, the others the shorter ones."""
-    from repro.data.long_sources import split_by_length
-    from repro.data.streams import TokenStream
-    from repro.methods.prolong import long_threshold
-
     thr, out = long_threshold(p), []
     for name, _ in p.prolong.sources:
         long = name in p.prolong.long_streams

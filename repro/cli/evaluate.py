@@ -19,10 +19,43 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from repro.cli.common import (CLIError, add_device_args, check_out, csv_of, device_args, load_cli_model,
-                              load_tokenizer_from, model_dir, output_dir, positive_int)
+from tqdm.auto import tqdm
+
+from repro.cli.common import (CLIError, add_device_args, at_most, check_out, check_tokenizer_fits, csv_of, device_args,
+                              distinct, load_cli_model, load_tokenizer_from, model_dir, output_dir, positive_int)
+from repro.cli.train_checks import MAX_TARGET
+from repro.cli.evaluate_harness import main as harness_main
 from repro.cli.evaluate_outputs import clear_summary, write_outputs
+from repro.evaluate import generate, make_task
+from repro.tasks import available_tasks
+from repro.tasks.base import LengthTooShort
 from repro.tasks.summary import markdown
+
+MAX_SAMPLES = 100_000
+"""Most ``--samples`` accepted unless ``REPRO_MAX_SAMPLES`` says otherwise: every sample is generated before the
+first result is shown, so more runs for hours on the testbed models without a word."""
+MAX_BATCH = 4096
+"""Most ``--batch-size`` accepted unless ``REPRO_MAX_BATCH`` says otherwise."""
+MAX_CELLS = 1_000_000
+"""Most prompts (tasks x lengths x samples) one ``evaluate`` generates unless ``REPRO_MAX_PROMPTS`` says otherwise."""
+
+
+def check_sizes(args: argparse.Namespace) -> None:
+    """Every list and size-like option of ``evaluate`` within its bound and without repeats, before any work: a
+    :class:`CLIError` naming the first that is not (shared by ``--harness lm-eval``)."""
+    args.tasks = distinct(args.tasks, "--tasks")
+    if args.lengths:
+        args.lengths = distinct(args.lengths, "--lengths")
+        for length in args.lengths:
+            at_most(length, "--lengths", "REPRO_MAX_TARGET", MAX_TARGET)
+    args.depths = distinct(args.depths, "--depths")
+    at_most(args.samples, "--samples", "REPRO_MAX_SAMPLES", MAX_SAMPLES)
+    at_most(args.batch_size, "--batch-size", "REPRO_MAX_BATCH", MAX_BATCH)
+    at_most(len(args.tasks) * len(args.lengths or [1]) * args.samples, "--tasks x --lengths x --samples",
+            "REPRO_MAX_PROMPTS", MAX_CELLS)
+    if getattr(args, "cache", None) is not None:
+        check_out(args.cache, "--cache")
+
 
 PRED_FIELDS: tuple[str, ...] = ("index", "pred", "input", "outputs", "others", "truncation", "length",
                                 "task", "target_length", "depth", "seed", "score")
@@ -67,9 +100,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def check_tasks(specs: list[str]) -> None:
     """A :class:`CLIError` naming the first task spec that is not a registered task (or has bad arguments)."""
-    from repro.evaluate import make_task
-    from repro.tasks import available_tasks
-
     for spec in specs:
         name = spec.partition(":")[0]
         if name not in available_tasks():
@@ -83,9 +113,6 @@ def check_tasks(specs: list[str]) -> None:
 def task_minimum(spec: str, tok, depths: list[float], samples: int, seed: int) -> int:
     """The shortest length at which every one of the ``samples`` prompts of task ``spec`` fits (the prompts of
     :func:`predictions`: depths taken in turn, seeds from ``seed``); found by asking each for 1 token."""
-    from repro.evaluate import make_task
-    from repro.tasks.base import LengthTooShort
-
     task, need = make_task(spec), 1
     for i in range(samples):
         try:
@@ -113,11 +140,6 @@ def predictions(model, tok, tasks: list[str], lengths: list[int], depths: list[f
                 batch_size: int, progress: bool) -> tuple[list[dict], list[dict]]:
     """Prediction rows (:data:`PRED_FIELDS`) of every task x length cell, ``samples`` each with depths taken in
     turn, and the cells skipped as too short for their task."""
-    from tqdm.auto import tqdm
-
-    from repro.evaluate import generate, make_task
-    from repro.tasks.base import LengthTooShort
-
     rows, skipped = [], []
     bar = tqdm(total=len(tasks) * len(lengths) * samples, desc="evaluate", disable=not progress, mininterval=2.0)
     for spec in tasks:
@@ -148,9 +170,8 @@ def main(args: argparse.Namespace) -> int:
     """Evaluate, then write the predictions and the summary (each file atomically, the summary last). A summary
     already in ``--out`` is removed first, so that a run killed before its end never leaves a previous run's
     summary beside its own predictions: ``summary.json`` exists only when it matches ``predictions.jsonl``."""
+    check_sizes(args)
     if args.harness:
-        from repro.cli.evaluate_harness import main as harness_main
-
         return harness_main(args)
     for flag in ("data", "essays", "cache"):
         if getattr(args, flag) is not None:
@@ -162,7 +183,9 @@ def main(args: argparse.Namespace) -> int:
     if any(not 0.0 <= d <= 1.0 for d in args.depths):
         raise CLIError(f"--depths {args.depths}; allowed: values in [0, 1]")
     path = model_dir(args.model)
-    tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
+    tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model",
+                              trust_remote_code=args.trust_remote_code)
+    check_tokenizer_fits(tok, path, tok_flag="--tokenizer" if args.tokenizer else "--model's tokenizer")
     device, dtype = device_args(args)
     check_lengths(args.tasks, args.lengths, tok, args.depths, args.samples, args.seed)
     check_out(args.out)  # created once the model has loaded: a model that does not load leaves no folder
@@ -170,6 +193,7 @@ def main(args: argparse.Namespace) -> int:
                            dtype=dtype).eval()
     out = output_dir(args.out)
     clear_summary(out)  # a summary marks a finished evaluation: none until this one is
+    (out / "predictions.jsonl").unlink(missing_ok=True)  # nor a previous evaluation's predictions beside ours
     rows, skipped = predictions(model, tok, args.tasks, args.lengths, args.depths, args.samples, args.seed,
                                 args.batch_size, not args.no_progress)
     cells = write_outputs(out, rows, {"model": str(path), "tasks": args.tasks, "lengths": args.lengths,

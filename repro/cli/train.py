@@ -30,6 +30,7 @@ from repro.cli.common import (CLIError, CommandInterrupted, RankAgreedError, add
                               device_args, launched_rank, load_cli_model, load_tokenizer_from, model_dir,
                               output_dir, positive_float, positive_int)
 from repro.cli.data import DATA_KINDS, parse_data_spec
+from repro.cli.resume import check_start, stopped_error, stopping_errors
 from repro.cli.train_checks import (MAX_STEPS, MAX_TARGET, MAX_TOKENS_PER_STEP, MIN_TARGET, SEED_LIMIT,  # noqa: F401
                                     check_counts, check_lora_rank, check_step_tokens, env_limit, fit_config,
                                     launch_hint, model_rope, notice, read_anchors, run_rope)
@@ -95,6 +96,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "DP*N -m repro train ... --sequence-parallel N (repro.parallel.rows)")
     t.add_argument("--trust-remote-code", action="store_true",
                    help="run model code shipped in the model folder (off: only transformers' own architectures)")
+    t.add_argument("--resume-with-changes", default=None, metavar="FIELDS",
+                   help="resume the run in --out with these arguments changed (comma-separated: steps, lr, "
+                        "batch-size, seed, data, data-bytes, dtype, model, tokenizer); without it a resume must "
+                        "repeat the run's arguments (repro.cli.resume)")
     t.add_argument("--gradient-checkpointing", action="store_true",
                    help="recompute decoder layers in the backward pass (less activation memory)")
     add_device_args(t, "the forward's precision: auto (bfloat16 autocast on CUDA; on the CPU the method's own "
@@ -291,7 +296,7 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
     check_out(out)
     tok = load_tokenizer_from(args.tokenizer or args.model, "--tokenizer" if args.tokenizer else "--model",
                               pad_written=f"into {out / 'final'} (its tokenizer files, and config.json's pad_token_id "
-                                          "where the model has none)")
+                                          "where the model has none)", trust_remote_code=args.trust_remote_code)
     p = run_profile(args)
     check_step_tokens(p.extend.batch_size, args.target)
     plan = arm_spec(p, arm)  # what the arm reads, before any data is loaded
@@ -424,6 +429,7 @@ def main(args: argparse.Namespace) -> int:
     :class:`CommandInterrupted` naming the checkpoint kept."""
     out = run_folder(args)
     try:
+        check_start(args, out)  # --out outside --data, a resume repeats the run's arguments (repro.cli.resume)
         if tokenizer_missing(out):
             check_args(args)
             return finish_tokenizer(args, out)
@@ -432,6 +438,8 @@ def main(args: argparse.Namespace) -> int:
         with run_lock(out, accelerator):
             refuse_finished(out)  # the holder we waited for may have finished it
             return train_run(args, make_trainer(args, parts, accelerator))
+    except stopping_errors() as e:  # a non-finite loss, a full disk: one line (repro.cli.resume)
+        raise stopped_error(e, out) from e
     except KeyboardInterrupt as e:
         if isinstance(e, CommandInterrupted):
             raise
@@ -452,7 +460,8 @@ def finish_tokenizer(args: argparse.Namespace, out: Path) -> int:
     with run_lock(out):
         if tokenizer_missing(out):
             save_tokenizer(load_tokenizer_from(args.tokenizer or args.model,
-                                               "--tokenizer" if args.tokenizer else "--model"), out / "final")
+                                               "--tokenizer" if args.tokenizer else "--model",
+                                               trust_remote_code=args.trust_remote_code), out / "final")
     print(f"finished {out / 'final'} (its tokenizer was missing: the run had been stopped after its final weights)")
     return 0
 

@@ -23,14 +23,20 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import random
 import sys
 import sysconfig
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from pydoc_data.topics import topics
 from typing import Callable, Iterator
 
 import numpy as np
+
+from repro.data.synthetic import CorpusRows
+from repro.tasks.niah import NEEDLE, NOISE, PREFIX, QUESTION
+from repro.tasks.vocab import word_pool
 
 EXCLUDED_PACKAGES = frozenset({"test", "idlelib", "lib2to3", "tkinter", "turtledemo", "ensurepip",
                                "site-packages", "dist-packages", "__pycache__", "venv", "pydoc_data"})
@@ -68,8 +74,6 @@ class Corpus:
     def rows(self, sources: tuple[str, ...] | None = None, weight: float = 1.0):
         """Language-modelling rows (:class:`repro.data.synthetic.CorpusRows`) over documents of ``sources``
         (default: every non-synthetic source)."""
-        from repro.data.synthetic import CorpusRows
-
         keep = [i for i, s in enumerate(self.sources) if (s in sources if sources else s != "synthetic")]
         parts = [self.tokens[self.offsets[i]:self.offsets[i + 1]] for i in keep]
         toks = np.concatenate(parts) if parts else np.zeros(0, dtype=self.tokens.dtype)
@@ -92,8 +96,6 @@ def iter_heldout_code(limit: int, seed: int = 0) -> list[Document]:
     held-out text from the code distribution (e.g. for a short-window LM loss). Returns
     ``[]`` when the interpreter ships without its test suite (some Linux packages split it).
     """
-    import random
-
     root = stdlib_dir() / "test"
     files = sorted(root.glob("test_*.py")) if root.is_dir() else []
     random.Random(seed).shuffle(files)
@@ -153,8 +155,6 @@ def _docstrings(src: str) -> list[str]:
 
 def iter_prose(max_bytes: int | None = None) -> Iterator[Document]:
     """Python's documentation: pydoc reference topics, then module docstrings."""
-    from pydoc_data.topics import topics
-
     used = 0
     for name in sorted(topics):
         text = topics[name].strip()
@@ -184,11 +184,6 @@ def iter_prose(max_bytes: int | None = None) -> Iterator[Document]:
 
 def iter_synthetic(n_docs: int, seed: int = 0) -> Iterator[Document]:
     """RULER-style needle examples rendered as text (training key pool, disjoint seeds)."""
-    from repro.tasks.niah import NEEDLE, NOISE, PREFIX, QUESTION
-    import random
-
-    from repro.tasks.vocab import word_pool
-
     keys = word_pool("train")
     rng = random.Random(f"synthetic-corpus:{seed}")
     for i in range(n_docs):
@@ -203,6 +198,10 @@ class SkippedFileWarning(UserWarning):
     """A file of a ``folder:`` source that is not read as a document (:func:`iter_folder`)."""
 
 
+MAX_FILE_BYTES = 1 << 31
+"""Largest file a ``folder:`` source reads (2 GiB): a ``.txt`` is one document, read whole into memory."""
+
+
 def iter_folder(path: str | Path) -> Iterator[Document]:
     """``.txt`` files (one document each) and ``.jsonl`` files (field ``text``) under ``path``. A ``.txt`` file
     holding a NUL byte is binary data, not text (UTF-8 text never holds one): it is skipped with a
@@ -211,12 +210,15 @@ def iter_folder(path: str | Path) -> Iterator[Document]:
     if not path.is_dir():
         raise FileNotFoundError(f"corpus source folder {str(path)!r} does not exist; "
                                 "allowed: an existing folder of .txt/.jsonl files")
-    files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".jsonl"))
+    files = sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".jsonl") and p.is_file())  # regular files
     if not files:
         raise ValueError(f"corpus source folder {str(path)!r} holds no .txt or .jsonl files; allowed: a folder of "
                          "UTF-8 .txt files (one document each) and/or .jsonl files (a 'text' field per line)")
     for f in files:
         try:
+            if f.stat().st_size > MAX_FILE_BYTES:
+                raise ValueError(f"{str(f)!r} has {f.stat().st_size:,} bytes, more than one document may; allowed: "
+                                 f"files of at most {MAX_FILE_BYTES:,} bytes (split it into documents)")
             if f.suffix == ".txt":
                 text = f.read_text(encoding="utf-8")
                 if "\x00" in text:
@@ -240,8 +242,9 @@ def _jsonl_text(f: Path, lineno: int, line: str) -> str:
     allowed = "allowed: one JSON object per line with a string 'text' field"
     try:
         rec = json.loads(line)
-    except ValueError as e:
-        raise ValueError(f"{f}:{lineno}: not a JSON object ({e}); {allowed}") from e
+    except (ValueError, RecursionError) as e:
+        why = "nested too deeply" if isinstance(e, RecursionError) else str(e)[:200]
+        raise ValueError(f"{f}:{lineno}: not a JSON object ({why}); {allowed}") from e
     if not isinstance(rec, dict) or "text" not in rec:
         raise ValueError(f"{f}:{lineno}: JSONL record has no 'text' field; {allowed}")
     if not isinstance(rec["text"], str):
@@ -265,7 +268,13 @@ def iter_hf_disk(path: str | Path) -> Iterator[Document]:
     if isinstance(ds, datasets.DatasetDict):
         raise ValueError(f"HF dataset path {str(path)!r} holds several splits ({', '.join(ds)}); allowed: one saved "
                          "Dataset (save one split with save_to_disk)")
+    if "text" not in ds.column_names:
+        raise ValueError(f"HF dataset path {str(path)!r} has no 'text' column (columns: "
+                         f"{', '.join(ds.column_names)[:200]}); allowed: a saved Dataset with a string 'text' column")
     for i, rec in enumerate(ds):
+        if not isinstance(rec["text"], str):
+            raise ValueError(f"HF dataset path {str(path)!r}: row {i}'s 'text' is {type(rec['text']).__name__} "
+                             f"({str(rec['text'])[:40]}); allowed: a string in every row of the 'text' column")
         yield Document(rec["text"], "hf_disk", str(i))
 
 

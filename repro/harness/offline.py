@@ -15,8 +15,14 @@ moves where a needle may be inserted (documented in ``docs/evaluation_suite.md``
 from __future__ import annotations
 
 import os
+import re
+import sys
 from pathlib import Path
 from typing import Sequence
+
+import pydoc_data.topics as topics
+
+from repro.io import atomic_dir, config_hash
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 """The switches that stop huggingface_hub, datasets and transformers from reaching the hub."""
@@ -33,12 +39,20 @@ def default_cache() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repro"
 
 
+def _essay_text(f: Path) -> str:
+    """The text of essay file ``f`` (bytes that are not UTF-8 replaced); a ValueError naming it when it is binary
+    data (UTF-8 text never holds a NUL byte)."""
+    data = f.read_bytes()
+    if b"\x00" in data:
+        raise ValueError(f"essays {str(f)!r} is binary data (it holds NUL bytes), not text; allowed: a folder of text "
+                         "files or one text file")
+    return data.decode("utf-8", errors="replace")
+
+
 def read_essays(path: str | os.PathLike | None) -> tuple[str, ...]:
     """The essay texts: every ``.txt``/``.md`` file under folder ``path`` (sorted by path), the one file ``path``,
     or, for ``None``, the suite's default haystack prose (Python's documentation topics, shipped with Python)."""
     if path is None:
-        import pydoc_data.topics as topics
-
         return tuple(topics.topics[k] for k in sorted(topics.topics))
     p = Path(path)
     if p.is_dir():
@@ -50,7 +64,7 @@ def read_essays(path: str | os.PathLike | None) -> tuple[str, ...]:
         files = [p]
     else:
         raise ValueError(f"essays {str(p)!r} does not exist; allowed: a folder of text files or one text file")
-    texts = tuple(f.read_text(encoding="utf-8", errors="replace") for f in files)
+    texts = tuple(_essay_text(f) for f in files)
     if not any(t.split() for t in texts):
         raise ValueError(f"essays {str(p)!r} hold no words; allowed: text files with prose in them")
     return texts
@@ -59,17 +73,13 @@ def read_essays(path: str | os.PathLike | None) -> tuple[str, ...]:
 def essay_words(path: str | os.PathLike | None = None) -> list[str]:
     """The essay haystack as lm-eval's RULER builds it from its essays: all texts joined by a space, every run of
     whitespace one space, split on spaces (a list of words, into which needles go between sentences)."""
-    import re
-
     return re.sub(r"\s+", " ", " ".join(read_essays(path))).split(" ")
 
 
 def punkt_model(texts: Sequence[str], folder: str | os.PathLike) -> Path:
     """Write a ``punkt_tab`` model learned from ``texts`` to ``folder/tokenizers/punkt_tab/english`` (atomically;
     kept when it is already there) and return ``folder``, the directory to put on ``NLTK_DATA``."""
-    from nltk.tokenize.punkt import PunktTrainer
-
-    from repro.io import atomic_dir
+    from nltk.tokenize.punkt import PunktTrainer  # nltk reads NLTK_DATA when imported: after go_offline
 
     root = Path(folder)
     lang = root / "tokenizers" / "punkt_tab" / "english"
@@ -97,16 +107,12 @@ def go_offline(cache: str | os.PathLike | None = None, essays: str | os.PathLike
     switches when they are imported (a process that already imported them keeps what it read)."""
     os.environ.update(OFFLINE_ENV)
     texts = read_essays(essays)
-    from repro.io import config_hash
-
     folder = punkt_model(texts, Path(cache or default_cache()) / "nltk" / config_hash(list(texts)))
     paths = [str(folder)] + [p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p and p != str(folder)]
     os.environ["NLTK_DATA"] = os.pathsep.join(paths)
     try:  # nltk already imported (a notebook, a test): its search path was read at import
-        import sys
-
         if "nltk" in sys.modules:
-            import nltk
+            import nltk  # already imported by someone else: this only binds it
 
             if str(folder) not in nltk.data.path:
                 nltk.data.path.insert(0, str(folder))

@@ -117,25 +117,38 @@ INT_FIELDS = ("index", "length", "length_w_model_temp")
 """RULER's integer fields (checked when a row holds them)."""
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr`` of ``value`` cut to ``limit`` characters: a huge key or value echoed whole would bury the error."""
+    return _cut(repr(value), limit)
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was."""
+    return text if len(text) <= limit else f"{text[:limit - 3]}... ({len(text):,} characters)"
+
+
 def _check_fields(record: dict) -> None:
     """A ValueError naming the first field of ``record`` RULER's evaluator could not use, and what is allowed."""
     for field in ("input", "outputs"):
         if field not in record:
-            raise ValueError(f"RULER record lacks {field!r}; has: {', '.join(sorted(record))}; "
+            raise ValueError(f"RULER record lacks {field!r}; has: {_cut(', '.join(sorted(record)), 120)}; "
                              "allowed: records with 'input' and 'outputs'")
     for field in ("input", "answer_prefix", "task"):
         if field in record and not isinstance(record[field], str):
-            raise ValueError(f"{field!r}={record[field]!r}; allowed: a string")
+            raise ValueError(f"{field!r}={_short(record[field])}; allowed: a string")
     outputs = record["outputs"]
     if not (isinstance(outputs, str) or isinstance(outputs, list) and outputs
             and all(isinstance(o, str) for o in outputs)):
-        raise ValueError(f"'outputs'={outputs!r}; allowed: a string or a non-empty list of strings")
+        raise ValueError(f"'outputs'={_short(outputs)}; allowed: a string or a non-empty list of strings")
     for field in INT_FIELDS:
         value = record.get(field, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{field!r}={value!r}; allowed: an integer >= 0")
+            raise ValueError(f"{field!r}={_short(value)}; allowed: an integer >= 0")
     if not isinstance(record.get("metadata", {}), dict):
-        raise ValueError(f"'metadata'={record['metadata']!r}; allowed: a JSON object")
+        raise ValueError(f"'metadata'={_short(record['metadata'])}; allowed: a JSON object")
+    if "task" in record and record["task"].partition(":")[0] not in available_tasks():
+        raise ValueError(f"'task'={_short(record['task'])} is not a registered task; allowed: one of "
+                         f"{', '.join(available_tasks())}")
 
 
 def from_record(record: dict, task: str | None = None) -> Example:
@@ -180,8 +193,9 @@ def _rows(path: Path) -> list[tuple[int, dict]]:
             record = json.loads(line)
             if not isinstance(record, dict):
                 raise ValueError(f"got {type(record).__name__}")
-        except ValueError as e:
-            raise ValueError(f"{path}:{i}: not a JSON object ({e}); allowed: one JSON object per line") from e
+        except (ValueError, RecursionError) as e:
+            why = "nested too deeply" if isinstance(e, RecursionError) else str(e)[:200]
+            raise ValueError(f"{path}:{i}: not a JSON object ({why}); allowed: one JSON object per line") from e
         rows.append((i, record))
     return rows
 

@@ -7,17 +7,27 @@ import math
 from pathlib import Path
 from typing import Any
 
+from repro.train.checkpoints import latest_checkpoint
+
 
 class NonFiniteLoss(FloatingPointError):
     """A step's loss or gradient norm is NaN or infinite: training stops before that step's optimizer update, with
-    nothing written for the step (no metrics line, checkpoint or final folder); the last checkpoint is untouched."""
+    nothing written for the step (no metrics line, checkpoint or final folder); the last checkpoint is untouched. The
+    message names that checkpoint, or says that none exists yet (a loss that is not finite at the first steps comes
+    from the model or the flags, not from training)."""
 
     def __init__(self, step: int, value: float, what: str = "loss", out_dir: str | Path | None = None):
-        where = f" in {str(out_dir)!r}" if out_dir is not None else ""
-        super().__init__(f"non-finite {what} {value} at step {step} (0-based): training stopped before the "
-                         f"optimizer update of that step and wrote nothing for it; allowed: finite values. The last "
-                         f"checkpoint{where} is intact; resuming restarts from it (the same data and settings "
-                         "reach the same step again: change the data, learning rate or clipping first)")
+        ckpt = latest_checkpoint(Path(out_dir)) if out_dir is not None and Path(out_dir).is_dir() else None
+        stopped = (f"non-finite {what} {value} at step {step} (0-based): training stopped before the optimizer "
+                   "update of that step and wrote nothing for it")
+        if ckpt is None:
+            kept = (" no checkpoint exists yet, so nothing of the run is kept; allowed: finite values: check the "
+                    "model's weights and RoPE settings (rope_theta, --rope-theta), the learning rate and the data")
+        else:
+            kept = (f"; allowed: finite values. The last checkpoint ({str(ckpt)!r}) is intact; resuming restarts "
+                    "from it (the same data and settings reach the same step again: change the data, learning rate "
+                    "or clipping first)")
+        super().__init__(stopped + (";" if ckpt is None else "") + kept)
         self.step, self.value, self.what = step, value, what
 
     @classmethod
