@@ -1358,7 +1358,7 @@ def test_a_killed_evaluate_leaves_no_earlier_evaluation_beside_it(tmp_path):
 def test_a_non_finite_loss_after_a_checkpoint_names_it_and_keeps_the_run(tmp_path):
     ws, out = workspace(), tmp_path / "run"
     stopped_run(ws, out)
-    with mock.patch("repro.train.trainer.Trainer._gradients", lambda self, batch: {"loss": float("nan")}), \
+    with mock.patch("repro.train.trainer.Trainer._gradients", lambda self, batch, *_: {"loss": float("nan")}), \
             pytest.raises(UsageExit) as stopped:
         resume(ws, out)
     text = str(stopped.value)

@@ -16,6 +16,7 @@ import torch
 
 from repro.methods.metrics import LMPass, finish_metrics, lm_loss
 from repro.methods.wrapped import OnInnerRows
+from repro.models import check_batch
 from repro.parallel.rows import group_sum
 
 THRESHOLDS = ("document", "row")
@@ -222,6 +223,7 @@ def cdt_loss(model, batch: dict[str, torch.Tensor], spec: CDTSpec, lr: float, pa
         raise ValueError(f"lr={lr!r}; allowed: a finite value >= 0")
     if micro_batches < 1:
         raise ValueError(f"micro_batches={micro_batches!r}; allowed: >= 1")
+    check_batch(batch, min_length=2)  # a length-1 row has no next token: its loss would be a silent 0
     embeds = model.get_input_embeddings()(batch["input_ids"])
     metrics: dict[str, float] = {}
     if spec.detects(lr):

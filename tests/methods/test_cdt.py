@@ -339,3 +339,11 @@ def test_the_authors_shipped_lr_beta_is_numerically_the_ce_step():
         assert loss_rel < 1e-12 and grad_rel < 1e-11, (kind, loss_rel, grad_rel)
     loss_rel, grad_rel = rel(CDTSpec(beta=5.0, threshold="row"), 1e-2)  # lr * beta = 0.05
     assert loss_rel > 1e-6 and grad_rel > 1e-6
+
+
+def test_rows_of_one_token_are_refused_not_scored_zero():
+    """A length-1 row has no next token: CDT refuses it (as the self-distillation batch does) instead of a 0 loss."""
+    model = _model()
+    batch = {"input_ids": torch.ones(2, 1, dtype=torch.long), "weights": torch.ones(2, 1, dtype=torch.float64)}
+    with pytest.raises(ValueError, match=r"input_ids of shape \(2, 1\); allowed: .* tokens >= 2"):
+        cdt_loss(model, batch, CDTSpec(), lr=1e-3)
