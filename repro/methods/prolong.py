@@ -19,18 +19,27 @@ import numpy as np
 from repro.data.mixing import Mixture
 from repro.data.packing import pack_rows
 from repro.data.streams import merge_pieces
+from repro.methods.metrics import finish_metrics, lm_loss
 
 
 class ProLongMix:
     """``batch_size`` rows of ``length`` tokens a step from ``mixture`` (see the module docstring)."""
 
     def __init__(self, name: str, mixture: Mixture, length: int, batch_size: int, pad_id: int,
-                 doc_masks: bool = True):
+                 doc_masks: bool = True, bf16: bool = False, chunked: bool = True):
         if length < 2 or batch_size < 1:
             raise ValueError(f"length={length}, batch_size={batch_size}; allowed: length >= 2, batch_size >= 1")
         self.name, self.mixture, self.length, self.batch_size = name, mixture, int(length), int(batch_size)
         self.pad_id, self.doc_masks = int(pad_id), bool(doc_masks)
+        self.bf16, self.chunked = bool(bf16), bool(chunked)
         self.stats: dict[str, int] = {"rows": 0, "tokens": 0}
+
+    def loss(self, model, batch, state):
+        """ProLong's objective (§3): the weighted next-token loss of the packed rows, every document's tokens
+        predicted within it (positions and masks from :meth:`batch`). What is ProLong's is the rows; the trainer
+        averages the loss over the step's tokens across micro-batches (§B.1). ``state`` is not needed."""
+        loss, out = lm_loss(model, batch, self.bf16, self.chunked)
+        return finish_metrics(loss, {}, out, batch)
 
     def state_dict(self) -> dict:
         return dict(self.stats)
@@ -182,7 +191,7 @@ def prolong_method(p: Profile, name: str, tokenizer, streams: Path | str | Seque
     mixture = Mixture([*streams, tasks], arm_proportions(p, name), seed=seed)
     length, rows = arm_length(p, name)
     masks = p.prolong.doc_masks if arm.doc_masks is None else arm.doc_masks
-    return ProLongMix(name, mixture, length, rows, tokenizer.pad_token_id, doc_masks=masks)
+    return ProLongMix(name, mixture, length, rows, tokenizer.pad_token_id, doc_masks=masks, bf16=p.extend.bf16)
 
 
 def build(p: Profile, name: str, tokenizer=None, data: ArmData | None = None) -> ArmSpec:
