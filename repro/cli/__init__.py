@@ -20,13 +20,14 @@ import sys
 
 from repro.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, CLIError, CommandInterrupted, speaks
 
-COMMANDS: tuple[str, ...] = ("reproduce", "train", "evaluate", "analyze", "profiles", "bench", "base-search")
+COMMANDS: tuple[str, ...] = ("reproduce", "train", "evaluate", "analyze", "models", "profiles", "bench",
+                             "base-search")
 """Every subcommand."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every subcommand (each module adds its own with ``add_parser``)."""
-    from repro.cli import analyze, evaluate, misc, reproduce, train
+    from repro.cli import analyze, evaluate, misc, models, reproduce, train
 
     ap = argparse.ArgumentParser(prog="python -m repro", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_parser(sub)
     evaluate.add_parser(sub)
     analyze.add_parser(sub)
+    models.add_parser(sub)
     misc.add_parsers(sub)
     return ap
 
@@ -66,12 +68,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     """Parse ``argv`` and run its command (errors and Ctrl-C are reported by :func:`main`)."""
-    from repro.cli import analyze, evaluate, misc, reproduce, train
+    from repro.cli import analyze, evaluate, misc, models, reproduce, train
 
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # argparse has printed its usage error
         return int(e.code or 0)
+    models.resolve_model_args(args)  # --model smollm2-135m-instruct: the fetched folder
     handlers = {"reproduce": reproduce.main, "train": train.main, "evaluate": evaluate.main,
-                "analyze": analyze.main}
+                "analyze": analyze.main, "models": models.main}
     return handlers.get(args.cmd, misc.main)(args)
