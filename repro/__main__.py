@@ -1,8 +1,9 @@
-"""Command line: ``python -m repro {reproduce,train,evaluate,analyze,profiles,bench,base-search} ...``.
+"""Command line: ``python -m repro {reproduce,train,evaluate,analyze,models,profiles,bench,base-search} ...``.
 
 ``reproduce [--profile tiny] [--paper NAME] [--only NAME] [--force] [--dry-run]``: every figure and table
 (or, with ``--dry-run``, a check of the profile); ``train``: one method on a local model (:mod:`repro.cli.train`);
-``evaluate``: the synthetic tasks; ``analyze {ig,attention-distance,tokens}``: the analyses; ``bench``,
+``evaluate``: the synthetic tasks; ``analyze {ig,attention-distance,tokens}``: the analyses; ``models
+{fetch,list}``: pretrained models by name (:mod:`repro.model_store`); ``bench``,
 ``base-search``, ``profiles``. Each command is a module of :mod:`repro.cli`, looked up in :data:`COMMANDS`.
 
 Every bad argument ends the command with one ``error: ...`` line naming the value and what is allowed, and exit
@@ -19,10 +20,10 @@ import sys
 
 import torch.distributed as dist
 
-from repro.cli import analyze, evaluate, misc, reproduce, train
+from repro.cli import analyze, evaluate, misc, models, reproduce, train
 from repro.cli.common import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, CLIError, CommandInterrupted, speaks
 
-COMMANDS = {"reproduce": reproduce, "train": train, "evaluate": evaluate, "analyze": analyze,
+COMMANDS = {"reproduce": reproduce, "train": train, "evaluate": evaluate, "analyze": analyze, "models": models,
             "profiles": misc, "bench": misc, "base-search": misc}
 """Every subcommand -> its module (``add_parser(sub)``, or ``add_parsers`` for the three small ones; ``main``)."""
 
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             args = parse(build_parser(), argv)
         except SystemExit as e:  # argparse has printed its usage error
             return int(e.code or 0)
+        models.resolve_model_args(args)  # --model smollm2-135m-instruct: its fetched folder (repro.model_store)
         return COMMANDS[args.cmd].main(args)
     except CLIError as e:
         if speaks(e):

@@ -3,8 +3,7 @@
 Every figure (png + pdf) and table (csv + md) that the pipeline produces is
 written through a :class:`Recorder`, named by its id from :mod:`repro.targets`.
 The recorder keeps ``index.json`` in the figures folder (machine readable) and
-renders ``INDEX.md`` from it: id, files, profile, date, the paper's value and
-ours. Writes are atomic.
+renders ``INDEX.md`` and one figures page per paper from it (:mod:`repro.figures_index`). Writes are atomic.
 """
 
 from __future__ import annotations
@@ -16,9 +15,10 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from repro.figures_index import render_pages
 from repro.io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from repro.papers import ALL, check_paper, paper_of
-from repro.targets import TARGETS, get_target
+from repro.targets import get_target
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -94,7 +94,8 @@ class Recorder:
                 row[k] = v
         index[target_id] = row
         atomic_write_json(self.index_path, index)
-        atomic_write_text(self.dir / "INDEX.md", render_index(index))
+        for name, text in render_pages(index).items():  # INDEX.md and each paper's figures page
+            atomic_write_text(self.dir / name, text)
 
     # -- figures and tables --------------------------------------------------------------
     def figure(self, fig, target_id: str, name: str | None = None) -> Path | None:
@@ -154,54 +155,3 @@ class Recorder:
         for t in rep.tables:
             self.table(t["rows"], rep.target, name=t["name"], columns=t["columns"], caption=t["caption"])
         self.result(rep.target, ours=rep.ours, agrees=rep.agrees, note=rep.note, claims=rep.claims)
-
-
-def render_index(index: Mapping[str, Mapping[str, Any]]) -> str:
-    """``INDEX.md``: the at-a-glance table of central claims (:mod:`repro.central_claims`), then one row per
-    target with its provenance, the paper's value, ours and the verdict."""
-    from repro.central_claims import shown_table
-    from repro.provenance import SEPARATE
-
-    order = {tid: i for i, tid in enumerate(TARGETS)}
-    separate = [tid for tid in index if tid in SEPARATE]
-    if index and len(separate) == len(index):  # a folder of separate commands' rows only (figures/costs)
-        commands = sorted({SEPARATE[tid] for tid in separate})
-        lines = ["# Figures and tables index", "",
-                 f"Written by {', '.join(f'`{c}`' for c in commands)}; do not edit by hand. Testbed checks only: the",
-                 "papers' targets and what a run shows of them are in the main index (`figures/INDEX.md`).", ""]
-    else:
-        lines = [
-            "# Figures and tables index",
-            "",
-            "Written by `python -m repro reproduce`"
-            + (f" (rows {', '.join(separate)} by their own commands)" if separate else "")
-            + "; do not edit by hand. Ids follow the papers'",
-            "figure and table numbers (see `repro/targets.py`). Tiny-profile numbers come from a",
-            "~1M-parameter model trained here on synthetic tasks: compare directions, not magnitudes.",
-            "",
-            "## What this run shows",
-            "",
-            "Each paper's central claims, the targets that test them and whether this run shows each (shown beyond",
-            "noise: every target's declared headline holds; shown the other way: one is significant against the",
-            "paper).",
-            "",
-            *shown_table({tid: row.get("agrees", "") for tid, row in index.items()}),
-            "",
-        ]
-    lines += [
-        "## Every target",
-        "",
-        "Each row's `commit`, `profile` and `run` say which code and which run (of `reproduce` or its own command) "
-        "wrote it.",
-        "",
-        "| id | files | profile | date | commit | run | paper | ours | agrees | note |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for tid in sorted(index, key=lambda t: order.get(t, len(order))):
-        row = index[tid]
-        files = ", ".join(f"[{f}]({f})" for f in row.get("files", []))
-        cells = [tid, files, row.get("profile", ""), row.get("date", ""), row.get("commit", ""), row.get("run", ""),
-                 get_target(tid).paper,
-                 row.get("ours", ""), row.get("agrees", ""), row.get("note", "")]
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
-    return "\n".join(lines) + "\n"

@@ -21,7 +21,7 @@ def test_recorder_writes_files_and_index(tmp_path):
     row = read_json(tmp_path / "index.json")["TB-NIAH"]
     assert row["files"] == ["TB-NIAH.csv", "TB-NIAH.png"] and row["ours"] == "base @256: 0.91"
     md = (tmp_path / "INDEX.md").read_text()
-    assert "| TB-NIAH |" in md and TARGETS["TB-NIAH"].paper in md and "2026-01-01" in md
+    assert "| [TB-NIAH](testbed.md#tb-niah) |" in md and TARGETS["TB-NIAH"].paper in md and "date 2026-01-01" in md
     assert (tmp_path / "TB-NIAH.csv").read_text() == "model,acc\nbase,0.91234\n"
 
 

@@ -43,7 +43,7 @@ def test_recorder_rows_carry_commit_and_run(tmp_path, monkeypatch):
     assert index["TB-NIAH"]["run"] == INTERACTIVE and index["LR-Tab1"]["run"] == "20261126T000000Z-000000"
     assert index["LR-Tab1"]["commit"] == "abc123"
     md = (tmp_path / "INDEX.md").read_text()
-    assert "| LR-Tab1 | | tiny |" in md.replace("|  |", "| |") and "20261126T000000Z-000000" in md
+    assert "| LR-Tab1 | python -m repro reproduce | tiny | 20261126T000000Z-000000 | abc123 |" in md  # marked
     assert md.index("## What this run shows") < md.index("## Every target")
 
 

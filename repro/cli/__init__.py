@@ -6,6 +6,7 @@
 - ``train`` (:mod:`repro.cli.train`): one method on a local model and a data source;
 - ``evaluate`` (:mod:`repro.cli.evaluate`): the synthetic tasks, RULER-style predictions and a summary;
 - ``analyze`` (:mod:`repro.cli.analyze`): IG scores, attention distances, impactful tokens;
+- ``models`` (:mod:`repro.cli.models`): pretrained models by name (fetch, list);
 - ``profiles``, ``bench``, ``base-search`` (:mod:`repro.cli.misc`).
 
 Errors and Ctrl-C are reported by :func:`repro.__main__.main` (one ``error:`` line, exit status 2; exit status 130).

@@ -15,8 +15,12 @@ recorded claim tests say.
   :func:`repro.reports.attention.per_layer`). A verdict other than ``n/a`` without recorded claim tests is a
   problem: nothing shows what it was decided from.
 
-``python -m repro.reports.index_check [FIGURES_DIR]`` prints the problems of ``FIGURES_DIR/index.json`` (default
-``figures``) and exits 1 when there are any.
+:func:`check_pages` holds the folder's pages to the records: ``INDEX.md`` and each paper's figures page are what
+:func:`repro.figures_index.render_pages` renders from ``index.json`` (nothing edited by hand, nothing stale), and no
+cell of ``INDEX.md`` is longer than :data:`repro.figures_index.MAX_CELL` characters.
+
+``python -m repro.reports.index_check [FIGURES_DIR]`` prints the problems of ``FIGURES_DIR/index.json`` and its pages
+(default ``figures``) and exits 1 when there are any.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from repro.claims import headline_of
+from repro.figures_index import MAX_CELL, render_pages
+from repro.io import read_json
 from repro.provenance import INTERACTIVE, SEPARATE
 from repro.reports.attention import per_layer
 from repro.reports.headline import Headline, rejudge
@@ -122,13 +128,34 @@ def check_index(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return problems
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Print the problems of ``<figures dir>/index.json``; 1 when there are any."""
-    from repro.io import read_json
+def table_cells(markdown: str) -> list[str]:
+    """Every cell of every table row of ``markdown`` (escaped pipes kept inside their cell)."""
+    return [c.strip() for line in markdown.splitlines() if line.startswith("|")
+            for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
 
+
+def check_pages(folder: str | Path) -> list[str]:
+    """The problems of a figures folder's pages against its ``index.json`` (see the module docstring)."""
+    folder = Path(folder)
+    problems = []
+    for name, text in render_pages(read_json(folder / "index.json")).items():
+        page = folder / name
+        if not page.exists():
+            problems.append(f"{name}: missing (rendered from index.json by the recorder)")
+        elif page.read_text() != text:
+            problems.append(f"{name}: not what index.json renders (edited by hand, or stale)")
+    if (folder / "INDEX.md").exists():
+        long = [c for c in table_cells((folder / "INDEX.md").read_text()) if len(c) > MAX_CELL]
+        if long:
+            problems.append(f"INDEX.md: {len(long)} cell(s) longer than {MAX_CELL} characters, e.g. {long[0][:80]!r}")
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the problems of ``<figures dir>/index.json`` and its pages; 1 when there are any."""
     args = list(sys.argv[1:] if argv is None else argv)
     folder = Path(args[0] if args else "figures")
-    problems = check_index(read_json(folder / "index.json"))
+    problems = check_index(read_json(folder / "index.json")) + check_pages(folder)
     for p in problems:
         print(p)
     print(f"{folder / 'index.json'}: {len(problems)} problem(s)")
