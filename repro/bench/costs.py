@@ -18,17 +18,17 @@ from __future__ import annotations
 import tempfile
 import time
 
+from repro.bench.cli import built_profile
+from repro.bench.cost_proxies import measure_proxies
+from repro.bench.timed_arms import GOAL, measure_timed_arms, timed_arms_rows
+from repro.figures import Recorder
+from repro.reports.cdt_training import PART_COLUMNS as CD_PARTS
+from repro.reports.cost_proxies import proxy_table
+from repro.reports.selfdistill_training import PART_COLUMNS as RP_PARTS
+
 
 def costs_main(profile: str = "tiny", figures_dir: str = "figures/costs", quick: bool = False,
                run_dir: str | None = None, progress: bool = True) -> int:
-    from repro.bench.cost_proxies import measure_proxies
-    from repro.bench.timed_arms import GOAL, timed_arms_rows, measure_timed_arms
-    from repro.figures import Recorder
-    from repro.bench.cli import built_profile
-    from repro.reports.cost_proxies import proxy_table
-    from repro.reports.selfdistill_training import PART_COLUMNS as RP_PARTS
-    from repro.reports.cdt_training import PART_COLUMNS as CD_PARTS
-
     profile = "smoke" if quick else profile
     p = built_profile(profile, "bench costs")
     if p is None:
