@@ -30,6 +30,10 @@ from typing import Callable, Iterator
 import torch
 
 from repro.attention.switch import attention_implementation
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers import AttentionInterface
+from transformers import AttentionMaskInterface
+from transformers.masking_utils import sdpa_mask
 
 CAPTURE = "repro_capture"
 """Registered name of the capturing attention (without 'sdpa' or 'flash' in it, which transformers would read as a
@@ -77,8 +81,6 @@ def capturing_attention_forward(module: torch.nn.Module, query: torch.Tensor, ke
                                 attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                                 is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
     """transformers' sdpa attention, then the active callback (if any) gets an :class:`AttentionCall`."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     callback = _CALLBACK.get()
     if callback is not None:
         if query.shape[0] != 1:
@@ -102,9 +104,6 @@ def capturing_attention_forward(module: torch.nn.Module, query: torch.Tensor, ke
 
 
 def _register() -> None:
-    from transformers import AttentionInterface, AttentionMaskInterface
-    from transformers.masking_utils import sdpa_mask
-
     AttentionInterface.register(CAPTURE, capturing_attention_forward)
     AttentionMaskInterface.register(CAPTURE, sdpa_mask)
 

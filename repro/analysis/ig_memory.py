@@ -33,6 +33,12 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from repro.io import atomic_write_json
+import torch
+from transformers import LlamaConfig
+from transformers import LlamaForCausalLM
+from repro.models import load_model
+from repro.analysis.ig import naive_token_scores
+from repro.analysis.ig import token_scores
 
 METHODS = ("ours", "naive")
 """``ours``: memory-linear :func:`~repro.analysis.ig.token_scores`; ``naive``: the direct Eq. 1."""
@@ -106,11 +112,7 @@ def _status_mib() -> dict[str, float]:
 
 
 def _build(cfg: IGMemoryConfig, length: int):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     if cfg.model_path:
-        from repro.models import load_model
 
         return load_model(cfg.model_path, max_positions=length).eval()
     torch.manual_seed(cfg.seed)
@@ -123,10 +125,6 @@ def _build(cfg: IGMemoryConfig, length: int):
 
 def measure_one(method: str, length: int, cfg: IGMemoryConfig) -> dict:
     """Score one random sequence in this process (the child's work); returns the row (peak since process start)."""
-    import torch
-
-    from repro.analysis.ig import naive_token_scores, token_scores
-
     torch.set_num_threads(cfg.threads)
     model = _build(cfg, length)
     vocab = model.config.get_text_config().vocab_size

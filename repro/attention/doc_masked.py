@@ -46,6 +46,12 @@ from repro.accel import flash_attn_available
 from repro.attention.flex import FLEX_DOC, flex_compiles
 from repro.attention.flex import register as register_flex
 from repro.attention.spans import doc_mask, document_route, varlen_kwargs
+from transformers.integrations.sdpa_attention import repeat_kv
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.integrations.sdpa_attention import use_gqa_in_sdpa
+from transformers import AttentionInterface
+from transformers import AttentionMaskInterface
+from repro.devices import resolve_device
 
 SDPA_VARLEN = "sdpa_varlen"
 """Name of the per-document sdpa attention in transformers' attention and mask registries."""
@@ -142,8 +148,6 @@ def sdpa_varlen_attention_forward(module: torch.nn.Module, query: torch.Tensor, 
     ``q_len == kv_len > 1``, causal attention within each document, the boundaries from ``cu_seq_lens_q/k`` or
     the restarts of ``position_ids``; otherwise (a 4-D mask, the 2-D one-document marker, a cache) exactly
     transformers' ``sdpa_attention_forward``."""
-    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward, use_gqa_in_sdpa
-
     def dense(mask):
         return sdpa_attention_forward(module, query, key, value, mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
@@ -162,8 +166,6 @@ def sdpa_varlen_attention_forward(module: torch.nn.Module, query: torch.Tensor, 
 def register() -> str:
     """Register :data:`SDPA_VARLEN` in transformers' attention and mask registries (idempotent); returns the
     name, for ``attn_implementation=`` or ``model.set_attn_implementation``."""
-    from transformers import AttentionInterface, AttentionMaskInterface
-
     AttentionInterface.register(SDPA_VARLEN, sdpa_varlen_attention_forward)
     AttentionMaskInterface.register(SDPA_VARLEN, doc_mask)
     return SDPA_VARLEN
@@ -198,8 +200,6 @@ def doc_masked_implementation(device: str | torch.device | None = None) -> str:
       (:mod:`repro.bench.doc_attention`).
 
     The chosen one is registered; its name is returned."""
-    from repro.devices import resolve_device
-
     if (resolve_device("auto") if device in (None, "auto") else torch.device(device)).type == "cuda":
         if flash_attn_available():
             return "flash_attention_2"

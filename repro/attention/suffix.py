@@ -30,6 +30,12 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
+from transformers.integrations.sdpa_attention import repeat_kv
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.integrations.sdpa_attention import use_gqa_in_sdpa
+from transformers import AttentionInterface
+from transformers import AttentionMaskInterface
 
 SUFFIX = "suffix_varlen"
 """Name of :func:`suffix_attention_forward` in transformers' attention and mask registries."""
@@ -93,7 +99,6 @@ def suffix_layout(split: torch.Tensor, length: int, doc_ids: torch.Tensor | None
 
 def _lower_right(n: int, m: int, device: torch.device):
     if device.type == "cuda":
-        from torch.nn.attention.bias import causal_lower_right
 
         return causal_lower_right(n, m)
     return torch.ones(n, m, dtype=torch.bool, device=device).tril(m - n)
@@ -104,8 +109,6 @@ def suffix_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: 
                              is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
     """transformers' attention-function signature: with ``suffix_layout`` (a :class:`SuffixLayout`) each segment
     attends alone (module docstring); without it, exactly transformers' ``sdpa_attention_forward``."""
-    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward, use_gqa_in_sdpa
-
     layout = kwargs.get("suffix_layout")
     if layout is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
@@ -151,8 +154,6 @@ def _no_mask(*args, **kwargs) -> None:
 
 def register() -> str:
     """Register :data:`SUFFIX` in transformers' attention and mask registries (idempotent); returns the name."""
-    from transformers import AttentionInterface, AttentionMaskInterface
-
     AttentionInterface.register(SUFFIX, suffix_attention_forward)
     AttentionMaskInterface.register(SUFFIX, _no_mask)
     return SUFFIX

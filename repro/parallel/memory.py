@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from repro.io import atomic_write_text
 
 GIB = 1024 ** 3
 H100_BYTES = 80e9
@@ -219,7 +220,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     text = table()
     if args.write:
-        from repro.io import atomic_write_text
 
         atomic_write_text(Path(args.write), text)
         print(f"wrote {args.write}")

@@ -31,6 +31,7 @@ from repro.provenance import INTERACTIVE, SEPARATE
 from repro.reports.attention import per_layer
 from repro.reports.headline import Headline, rejudge
 from repro.targets import TARGETS
+from repro.io import read_json
 
 PROVENANCE = ("commit", "profile", "run")
 """The fields every row names: which code, which profile and which run wrote it."""
@@ -124,8 +125,6 @@ def check_index(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the problems of ``<figures dir>/index.json``; 1 when there are any."""
-    from repro.io import read_json
-
     args = list(sys.argv[1:] if argv is None else argv)
     folder = Path(args[0] if args else "figures")
     problems = check_index(read_json(folder / "index.json"))

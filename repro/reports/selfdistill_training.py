@@ -25,6 +25,9 @@ from repro.reports.selfdistill import verdict_of
 from repro.reports.testbed import doable_ruler
 from repro.stats import seed_spread
 from repro.tasks.summary import NIAH_TASKS, RULER_TASKS
+from repro.reports.cost_proxies import bound_columns
+from repro.reports.cost_proxies import proxy_summary
+from repro.reports.cost_proxies import proxy_table
 
 PAPER_RATIO = 1.6
 """§3.7: the method's wall-clock per step relative to Standard."""
@@ -89,8 +92,6 @@ def rp_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
     trained arms' rows at their thread count), where given the trained arms' own median seconds per step (``runs``:
     checkpoint name -> seconds; each trained alone, :data:`repro.recipes.plans.TIMED_ARMS`), and the proxy table
     (``proxies``: :func:`repro.bench.cost_proxies.measure_proxies`)."""
-    from repro.reports.cost_proxies import bound_columns, proxy_summary, proxy_table
-
     ref_run = (runs or {}).get("rp_standard")
     rows = []
     for name, r in bench.items():

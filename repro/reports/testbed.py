@@ -14,6 +14,8 @@ from repro.profiles import Profile
 from repro.reports.common import TIE, Report, compare, label, pct, scores_of
 from repro.reports.noise import pair_rows
 from repro.tasks.summary import ruler_in_suite
+import csv
+import io
 
 
 # -- what the base can do ------------------------------------------------------------------------
@@ -80,9 +82,6 @@ def tidy_rows(suite) -> list[dict]:
 
 def tidy_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     """:func:`tidy_rows` as CSV text (columns :data:`TIDY_COLUMNS`)."""
-    import csv
-    import io
-
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(TIDY_COLUMNS), extrasaction="ignore", lineterminator="\n")
     w.writeheader()
