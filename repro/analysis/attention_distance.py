@@ -33,8 +33,8 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import torch
-from transformers import AttentionInterface
-from transformers import AttentionMaskInterface
+from transformers import AttentionInterface, AttentionMaskInterface
+
 from repro.analysis.capture import attention_implementation
 from repro.models import forward
 

@@ -28,12 +28,11 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import torch
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import sdpa_mask
 
 from repro.attention.switch import attention_implementation
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers import AttentionInterface
-from transformers import AttentionMaskInterface
-from transformers.masking_utils import sdpa_mask
 
 CAPTURE = "repro_capture"
 """Registered name of the capturing attention (without 'sdpa' or 'flash' in it, which transformers would read as a

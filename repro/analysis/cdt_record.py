@@ -11,20 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro.profiles import Profile
-from repro.analysis.typed_samples import typed_samples
-from repro.analysis.typed_samples import typed_min_length
 import numpy as np
 import torch
-from repro.analysis.longppl import LongPPLConfig
-from repro.analysis.longppl import lsd_scores
 from tqdm.auto import tqdm
-from repro.analysis.cdt_scores import denoising_sweep
-from repro.analysis.cdt_scores import manual_denoising
-from repro.analysis.cdt_scores import score_sample
-from repro.analysis.typed_samples import answers_correct
+
+from repro.analysis.cdt_scores import denoising_sweep, manual_denoising, score_sample
+from repro.analysis.longppl import LongPPLConfig, lsd_scores
+from repro.analysis.typed_samples import answers_correct, typed_min_length, typed_samples
 from repro.data.tokenizer import load_tokenizer
 from repro.models import load_model
+from repro.profiles import Profile
 
 
 def analysis_samples(p: Profile, tok) -> list:

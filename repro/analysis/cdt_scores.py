@@ -18,6 +18,7 @@ the answer's cross-entropy.
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -25,11 +26,7 @@ import torch
 
 from repro.analysis.ig import CRITICAL, TYPES, token_scores
 from repro.analysis.typed_samples import TypedSample
-import warnings
-from repro.methods.cdt import ce_from_embeds
-from repro.methods.cdt import denoise
-from repro.methods.cdt import embedding_gradients
-from repro.methods.cdt import noise_mask
+from repro.methods.cdt import ce_from_embeds, denoise, embedding_gradients, noise_mask
 
 DETECTORS = ("attention", "gradient", "longppl")
 """CD-Fig7's detectors: top-k attention from the answer rows, top-k embedding-gradient L2 norm, top-k LongPPL

@@ -12,15 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from repro.profiles import Profile
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from repro.analysis.attention_distance import distance_edges
-from repro.analysis.attention_distance import distance_histogram
-from repro.analysis.attention_distance import query_attention
-from repro.models import load_model
 from transformers import AutoTokenizer
+
+from repro.analysis.attention_distance import distance_edges, distance_histogram, query_attention
+from repro.models import load_model
+from repro.profiles import Profile
 
 
 @dataclass(frozen=True)

@@ -32,13 +32,12 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from repro.io import atomic_write_json
 import torch
-from transformers import LlamaConfig
-from transformers import LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from repro.analysis.ig import naive_token_scores, token_scores
+from repro.io import atomic_write_json
 from repro.models import load_model
-from repro.analysis.ig import naive_token_scores
-from repro.analysis.ig import token_scores
 
 METHODS = ("ours", "naive")
 """``ours``: memory-linear :func:`~repro.analysis.ig.token_scores`; ``naive``: the direct Eq. 1."""

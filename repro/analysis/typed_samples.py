@@ -14,9 +14,9 @@ from typing import Sequence
 
 import numpy as np
 
-from repro.tasks.multihop import MultiHop
-from repro.tasks.base import LengthTooShort
 from repro.evaluate import generate
+from repro.tasks.base import LengthTooShort
+from repro.tasks.multihop import MultiHop
 
 CONTEXT_TYPES = ("supporting", "interference", "irrelevant", "low_frequency")
 """The four context token types of the paper."""

@@ -41,16 +41,14 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.integrations import sdpa_attention  # the module: use_gqa_in_sdpa looked up at each call
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
 from repro.accel import flash_attn_available
 from repro.attention.flex import FLEX_DOC, flex_compiles
 from repro.attention.flex import register as register_flex
 from repro.attention.spans import doc_mask, document_route, varlen_kwargs
-from transformers.integrations.sdpa_attention import repeat_kv
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.integrations.sdpa_attention import use_gqa_in_sdpa
-from transformers import AttentionInterface
-from transformers import AttentionMaskInterface
 from repro.devices import resolve_device
 
 SDPA_VARLEN = "sdpa_varlen"
@@ -157,7 +155,7 @@ def sdpa_varlen_attention_forward(module: torch.nn.Module, query: torch.Tensor, 
         return dense(found)
     cu = found
     groups = getattr(module, "num_key_value_groups", 1)
-    gqa = groups > 1 and use_gqa_in_sdpa(None, key, value)
+    gqa = groups > 1 and sdpa_attention.use_gqa_in_sdpa(None, key, value)
     if groups > 1 and not gqa:
         key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     return varlen_sdpa(query, key, value, cu, dropout, scaling, gqa), None

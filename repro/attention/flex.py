@@ -53,14 +53,12 @@ import warnings
 from collections import OrderedDict
 
 import torch
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
+from torch.utils._triton import has_triton
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from repro.attention.spans import doc_mask, document_route
-from torch.utils._triton import has_triton
-from torch.nn.attention.flex_attention import BlockMask
-from torch.nn.attention.flex_attention import flex_attention
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers import AttentionInterface
-from transformers import AttentionMaskInterface
 
 FLEX_DOC = "flex_doc"
 """Name of the flex-attention document mask in transformers' attention and mask registries."""

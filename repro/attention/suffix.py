@@ -31,11 +31,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
-from transformers.integrations.sdpa_attention import repeat_kv
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.integrations.sdpa_attention import use_gqa_in_sdpa
-from transformers import AttentionInterface
-from transformers import AttentionMaskInterface
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.integrations import sdpa_attention  # the module: use_gqa_in_sdpa looked up at each call
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
 SUFFIX = "suffix_varlen"
 """Name of :func:`suffix_attention_forward` in transformers' attention and mask registries."""
@@ -120,7 +118,7 @@ def suffix_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: 
                          "keys)")
     groups = getattr(module, "num_key_value_groups", 1)
     # CUDA's lower-right bias calls the flash kernel directly, which takes as many key heads as query heads
-    gqa = groups > 1 and query.device.type != "cuda" and use_gqa_in_sdpa(None, key, value)
+    gqa = groups > 1 and query.device.type != "cuda" and sdpa_attention.use_gqa_in_sdpa(None, key, value)
     if groups > 1 and not gqa:
         key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     p = dropout if module.training else 0.0

@@ -49,9 +49,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from repro.accel import flash_attn_available
+from repro import accel  # the module: flash_attn_available looked up at each call (tests stand in)
+from repro.attention import flex  # the module, as accel
 from repro.attention.doc_masked import check_attn_implementation
-from repro.attention.flex import flex_compiles
 from repro.data.packing import lm_segment, pack_rows
 from repro.devices import model_device, resolve_device, resolve_dtype
 from repro.io import atomic_write_json
@@ -136,7 +136,7 @@ def available_arms(device: str | torch.device = "cpu") -> tuple[str, ...]:
     """The arms of :data:`DOC_ATTENTION_ARMS` that run on ``device``: ``doc_flex`` where flex attention compiles
     (:func:`repro.attention.flex.flex_compiles`), ``doc_flash`` on CUDA with flash-attn."""
     dev = torch.device(device)
-    ok = {"doc_flex": flex_compiles(dev), "doc_flash": dev.type == "cuda" and flash_attn_available()}
+    ok = {"doc_flex": flex.flex_compiles(dev), "doc_flash": dev.type == "cuda" and accel.flash_attn_available()}
     return tuple(a for a in DOC_ATTENTION_ARMS if ok.get(a, True))
 
 

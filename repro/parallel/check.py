@@ -22,23 +22,19 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from accelerate import Accelerator
+from accelerate.utils import DeepSpeedPlugin
+from transformers import LlamaConfig, LlamaForCausalLM
 
-from repro.parallel.workers import run_workers
-from transformers import LlamaConfig
-from transformers import LlamaForCausalLM
 from repro.attention.doc_masked import register as register_varlen
 from repro.loss import weighted_clm_loss
 from repro.models import forward
-import torch.distributed as dist
-from repro.parallel.sequence import shard_loss_sum
-from repro.parallel.sequence import shard_row
-from repro.parallel.step import row_attention
-from repro.parallel.step import shard_forward
-from repro.parallel.ulysses import register
-from repro.parallel.ulysses import sequence_parallel
-from accelerate import Accelerator
-from accelerate.utils import DeepSpeedPlugin
 from repro.parallel.config import parallelism_config
+from repro.parallel.sequence import shard_loss_sum, shard_row
+from repro.parallel.step import row_attention, shard_forward
+from repro.parallel.ulysses import register, sequence_parallel
+from repro.parallel.workers import run_workers
 
 TINY = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2}

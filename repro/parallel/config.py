@@ -27,6 +27,7 @@ and flash-attn cores.
 """
 
 from __future__ import annotations
+
 from accelerate import ParallelismConfig
 from accelerate.utils import DeepSpeedSequenceParallelConfig
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+
 from repro.io import atomic_write_text
 
 GIB = 1024 ** 3

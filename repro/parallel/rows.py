@@ -44,14 +44,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from repro.parallel.sequence import gathered_order, shard_indices
-from repro.parallel.ulysses import sequence_parallel
-from repro.parallel.ulysses import local
 from repro.attention.spans import cu_seqlens
-from repro.parallel.sequence import check_length
-from repro.parallel.step import attention_kwargs
-from repro.parallel.step import row_attention
-from repro.parallel.ulysses import register
+from repro.parallel.sequence import check_length, gathered_order, shard_indices
+from repro.parallel.step import attention_kwargs, row_attention
+from repro.parallel.ulysses import local, register, sequence_parallel
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
+
 from repro.attention.spans import starts_mask
 
 LAYOUTS: tuple[str, ...] = ("contiguous", "zigzag")

@@ -35,12 +35,11 @@ from typing import Iterator
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from transformers import AttentionInterface, AttentionMaskInterface
 
 from repro.attention.doc_masked import doc_mask, sdpa_varlen_attention_forward, varlen_sdpa
 from repro.attention.spans import cu_seqlens
 from repro.parallel.sequence import LAYOUTS, gathered_order
-from transformers import AttentionInterface
-from transformers import AttentionMaskInterface
 
 SP_ULYSSES = "sp_ulysses"
 """Name of the Ulysses attention in transformers' ``AttentionInterface`` and ``AttentionMaskInterface``."""

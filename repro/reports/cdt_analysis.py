@@ -17,14 +17,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from repro.analysis.cdt_scores import DETECTORS
 from repro.analysis.ig import CRITICAL, TYPES
 from repro.claims import headline_of
+from repro.claims.cdt import HEADLINES
 from repro.profiles import Profile
 from repro.reports.common import Report, model_note
 from repro.reports.headline import Judgement, judge
 from repro.stats import BOOTSTRAP, Z, mean_se, seed_spread
-from repro.claims.cdt import HEADLINES
-from repro.analysis.cdt_scores import DETECTORS
 
 SE = Callable[[str, str], "float | None"]
 """``se(a, b)``: the standard error of ``ours[a] - ours[b]``, None without an estimate."""

@@ -13,9 +13,7 @@ from repro.claims.cdt import PAPER_COST_ARM, PAPER_COST_RATIO
 from repro.profiles import Profile
 from repro.reports.cdt_analysis import headline
 from repro.reports.common import Report, model_note
-from repro.reports.cost_proxies import bound_columns
-from repro.reports.cost_proxies import proxy_summary
-from repro.reports.cost_proxies import proxy_table
+from repro.reports.cost_proxies import bound_columns, proxy_summary, proxy_table
 
 GOAL_RATIO = 1.7
 """The goal: a CDT step costs at most this many CE steps."""

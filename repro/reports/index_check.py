@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from repro.claims import headline_of
+from repro.io import read_json
 from repro.provenance import INTERACTIVE, SEPARATE
 from repro.reports.attention import per_layer
 from repro.reports.headline import Headline, rejudge
 from repro.targets import TARGETS
-from repro.io import read_json
 
 PROVENANCE = ("commit", "profile", "run")
 """The fields every row names: which code, which profile and which run wrote it."""

@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 from repro.claims.selfdistill import PAPER_RATIO_KEY
 from repro.profiles import Profile
 from repro.reports.common import Report, scale_note, scores_of, show
+from repro.reports.cost_proxies import bound_columns, proxy_summary, proxy_table
 from repro.reports.headline import Judgement
 from repro.reports.noise import PROMPT_KEY, GapTest, align, by_prompt, macro
 from repro.reports.seeds import cell, seed_groups
@@ -25,9 +26,6 @@ from repro.reports.selfdistill import verdict_of
 from repro.reports.testbed import doable_ruler
 from repro.stats import seed_spread
 from repro.tasks.summary import NIAH_TASKS, RULER_TASKS
-from repro.reports.cost_proxies import bound_columns
-from repro.reports.cost_proxies import proxy_summary
-from repro.reports.cost_proxies import proxy_table
 
 PAPER_RATIO = 1.6
 """§3.7: the method's wall-clock per step relative to Standard."""

@@ -7,6 +7,8 @@ averages over the tasks the base can do (:func:`doable_ruler`) beside all 13.
 
 from __future__ import annotations
 
+import csv
+import io
 from typing import Any, Mapping, Sequence
 
 from repro import stats
@@ -14,8 +16,6 @@ from repro.profiles import Profile
 from repro.reports.common import TIE, Report, compare, label, pct, scores_of
 from repro.reports.noise import pair_rows
 from repro.tasks.summary import ruler_in_suite
-import csv
-import io
 
 
 # -- what the base can do ------------------------------------------------------------------------
