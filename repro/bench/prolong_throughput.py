@@ -28,6 +28,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from repro.attention.doc_masked import check_attn_implementation
 from repro.bench.doc_attention import measure_rows
 from repro.bench.reorder import fit_costs
 from repro.bench.reorder_sim import CostModel, simulate
@@ -61,8 +62,6 @@ def measure_pl_throughput(model: torch.nn.Module, batches: Sequence[dict[str, np
     steps = [micro[i:i + group * len(batches[0]["input_ids"])]
              for i in range(0, len(micro), group * len(batches[0]["input_ids"]))]
     if fit:
-        from repro.attention.doc_masked import check_attn_implementation
-
         m = copy.deepcopy(model).train()
         m.set_attn_implementation(check_attn_implementation("sdpa_varlen"))
         prev = torch.get_num_threads()
