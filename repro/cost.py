@@ -64,7 +64,6 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
         opt = torch.optim.AdamW(model.parameters(), lr=e.lr)
         setups[arm] = (m, model, opt)
 
-
     prep: dict[str, float] = {}
     tmp = tempfile.TemporaryDirectory(prefix="cost-")
     for arm in arms:  # the batches are prepared before training, as the extension stage does

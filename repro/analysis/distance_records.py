@@ -127,7 +127,6 @@ def model_distances(path: str | Path, texts: Sequence[str], length: int, cfg: At
     model = load_model(path, max_positions=length, device=device, dtype=dtype).eval()
     tok = tokenizer
     if tok is None:
-
         tok = AutoTokenizer.from_pretrained(str(path))
     rec = distance_record(model, _tokenized(texts[:cfg.samples], tok, length), cfg, progress,
                           label or Path(str(path)).name)

@@ -112,7 +112,6 @@ def _status_mib() -> dict[str, float]:
 
 def _build(cfg: IGMemoryConfig, length: int):
     if cfg.model_path:
-
         return load_model(cfg.model_path, max_positions=length).eval()
     torch.manual_seed(cfg.seed)
     return LlamaForCausalLM(LlamaConfig(

@@ -88,7 +88,6 @@ def flex_compiles(device: str | torch.device = "cpu") -> bool:
     if not flex_available():
         return False
     if torch.device(device).type == "cuda":
-
         return torch.cuda.is_available() and has_triton()
     return any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c)
 

@@ -97,7 +97,6 @@ def suffix_layout(split: torch.Tensor, length: int, doc_ids: torch.Tensor | None
 
 def _lower_right(n: int, m: int, device: torch.device):
     if device.type == "cuda":
-
         return causal_lower_right(n, m)
     return torch.ones(n, m, dtype=torch.bool, device=device).tril(m - n)
 

@@ -158,14 +158,12 @@ def step_profile(p):
         sections["model"] = {"attn_implementation": "sdpa"}
         notes.append(f"attention {p.model.attn_implementation} -> sdpa")
     if any(_local(s.partition(":")[2]) is None for _, s in p.prolong.sources if not s.startswith("corpus:")):
-
         names = [n for n, _ in p.prolong.sources]
         if sorted(names) == sorted(n for n, _ in PL_SOURCES):
             sections["prolong"] = {"sources": PL_SOURCES}
             notes.append("ProLong streams -> built-in corpus:*")
     sections.setdefault("prolong", {})["long_threshold"] = 0
     if p.run.device.startswith("cuda"):
-
         if not torch.cuda.is_available():
             sections["run"] = {"device": "cpu", "dtype": "float32"}
             notes.append(f"run.device {p.run.device} -> cpu (no CUDA device here)")

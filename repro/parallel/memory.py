@@ -221,7 +221,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     text = table()
     if args.write:
-
         atomic_write_text(Path(args.write), text)
         print(f"wrote {args.write}")
     else:

@@ -66,7 +66,6 @@ def headline(target: str, ours: Mapping[str, float | None], se: SE, context: str
     the note the headline's result followed by ``context`` (pairs shown, never deciding)."""
     h = headline_of(target)
     if h is None:
-
         raise ValueError(f"target {target!r} has no declared headline; allowed: {', '.join(HEADLINES)}")
     return judge(h, ours, se).with_context(f"Shown, not deciding: {context}" if context else "")
 
