@@ -46,7 +46,7 @@ def load_deepspeed_config(path: str | Path, global_batch: int, world_size: int =
 def deepspeed_initialize(model: torch.nn.Module, optimizer, config: dict):
     """Wrap model and optimizer in a DeepSpeed engine (GPU runs of the paper profile)."""
     try:
-        import deepspeed
+        import deepspeed  # optional: DeepSpeed runs need it, nothing else imports it
     except ImportError as e:
         raise ImportError("DeepSpeed is not installed: "
                           "pip install deepspeed==0.19.8 (pinned in requirements.txt)") from e

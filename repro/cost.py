@@ -14,12 +14,21 @@ from __future__ import annotations
 
 import copy
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
+
+from repro import stages
+from repro.methods import extension_spec
+from repro.methods.prepared import PreparedBatches, prepare_batches
+from repro.models import load_model, n_params
+from repro.profiles import get_profile
+from repro.timing import interleaved_rounds
+from repro.train import clm_step
 
 
 def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs", steps: int = 8,
@@ -37,13 +46,6 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
     per round), "prepare_seconds_per_step"
     (one-time preparation, per step), "tokens_per_step", "flops_per_step", "sample_len"}}``.
     """
-    from repro import stages
-    from repro.methods import extension_spec
-    from repro.models import load_model, n_params
-    from repro.profiles import get_profile
-    from repro.timing import interleaved_rounds
-    from repro.train import clm_step
-
     p = get_profile(profile) if isinstance(profile, str) else profile
     if steps < 1 or warmup < 0 or settle < 0:
         raise ValueError(f"steps={steps}, warmup={warmup}, settle={settle}; allowed: steps >= 1, warmup >= 0, "
@@ -61,9 +63,6 @@ def measure_step_costs(profile, arms: Sequence[str], run_dir: str | Path = "runs
         model = copy.deepcopy(base).train()
         opt = torch.optim.AdamW(model.parameters(), lr=e.lr)
         setups[arm] = (m, model, opt)
-    import tempfile
-
-    from repro.methods.prepared import PreparedBatches, prepare_batches
 
     prep: dict[str, float] = {}
     tmp = tempfile.TemporaryDirectory(prefix="cost-")

@@ -27,16 +27,24 @@ One node (or a shared file system) is assumed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
+import socket
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
+from accelerate import Accelerator
+from accelerate.utils import DeepSpeedPlugin, InitProcessGroupKwargs
 
+from repro.accel import load_deepspeed_config
 from repro.accumulation import accumulation_scales, answer_count, merge_metrics, micro_batches, target_weight
+from repro.data.balance import order_by_cost
 from repro.io import DiskFull, is_disk_full
+from repro.parallel.rows import split_rows
 
 ENGINE_DIR = "engine"
 """Sub-folder of a multi-process checkpoint holding the engine's own state (``accelerator.save_state``)."""
@@ -44,8 +52,6 @@ ENGINE_DIR = "engine"
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free now (for ``MASTER_PORT`` of processes started on this machine)."""
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -76,8 +82,6 @@ def deepspeed_plugin_config(path: str | Path, world_size: int, global_batch: int
     ``train_micro_batch_size_per_gpu`` is each rank's share of ``global_batch`` rows (1 when not given), and the
     trainer's torch AdamW is used (``zero_allow_untested_optimizer``). Gradient clipping is set from
     ``TrainConfig.grad_clip`` by the trainer (:func:`prepare`)."""
-    from repro.accel import load_deepspeed_config
-
     rows = global_batch if global_batch is not None else world_size
     cfg = load_deepspeed_config(path, rows, world_size)
     if cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"] != rows // world_size:
@@ -99,8 +103,6 @@ def make_accelerator(deepspeed_config: str | Path | None = None, global_batch: i
     world = launched_world_size()
     if world > 1 and "LOCAL_RANK" not in os.environ:
         os.environ["LOCAL_RANK"] = os.environ.get("RANK", "0")
-    from accelerate import Accelerator
-    from accelerate.utils import InitProcessGroupKwargs
 
     backend = "gloo" if cpu else "nccl"
     handlers = [InitProcessGroupKwargs(backend=backend)]
@@ -110,14 +112,13 @@ def make_accelerator(deepspeed_config: str | Path | None = None, global_batch: i
         os.environ.setdefault("DS_ACCELERATOR", "cpu")  # before deepspeed is imported: its CPU accelerator
     quiet_deepspeed_collectives()
     try:
-        import deepspeed  # noqa: F401
+        import deepspeed  # noqa: F401  (optional; imported after DS_ACCELERATOR is set, which it reads)
     except ImportError as e:
         raise ImportError(f"deepspeed_config={str(deepspeed_config)!r} needs DeepSpeed: "
                           "pip install deepspeed==0.19.8 (pinned in requirements.txt)") from e
-    from accelerate.utils import DeepSpeedPlugin
 
     if world > 1 and not torch.distributed.is_initialized():
-        import deepspeed.comm
+        import deepspeed.comm  # optional, as above
 
         deepspeed.comm.init_distributed(dist_backend=backend, auto_mpi_discovery=False)
     plugin = DeepSpeedPlugin(hf_ds_config=deepspeed_plugin_config(deepspeed_config, world, global_batch))
@@ -131,8 +132,6 @@ DEPRECATED_COLLECTIVES = r"`torch\.distributed\.(all_gather_into_tensor|reduce_s
 
 def quiet_deepspeed_collectives() -> None:
     """Silence :data:`DEPRECATED_COLLECTIVES` (only those warnings) in this process."""
-    import warnings
-
     warnings.filterwarnings("ignore", message=DEPRECATED_COLLECTIVES, category=FutureWarning)
 
 
@@ -197,11 +196,6 @@ def gradients(accelerator, engine, batch: dict[str, torch.Tensor], micro_batch_s
     engine's average over ``DP x N`` processes is then the group's sum, averaged over the data-parallel ranks).
     ``state``: the step's :class:`repro.methods.protocol.StepState`, given to the objective with this rank's
     micro-batch count."""
-    import contextlib
-
-    from repro.data.balance import order_by_cost
-    from repro.parallel.rows import split_rows
-
     world = accelerator.num_processes
     n = 1 if rows is None else rows.world
     local = shard_rows(batch, accelerator.process_index // n, world // n)

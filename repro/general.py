@@ -18,6 +18,10 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from repro.harness import offline
+from repro.tasks.summary import summarize
+
+
 def lm_eval_scores(path: str | os.PathLike, tasks: Sequence[str], samples: int | None = None, batch_size: int = 1,
                    device: str | None = None, dtype: str | None = None, data: str | os.PathLike | None = None,
                    cache: str | os.PathLike | None = None, progress: bool = True) -> dict[str, Any]:
@@ -26,15 +30,14 @@ def lm_eval_scores(path: str | os.PathLike, tasks: Sequence[str], samples: int |
     task (None: all). Returns the record described in the module docstring."""
     if not tasks:
         raise ValueError("no benchmark tasks given; allowed: lm-eval task names such as mmlu, gsm8k, humaneval")
-    from repro.harness import offline
 
     offline.go_offline(cache)
+    # imported after go_offline: lm-eval, datasets, nltk and transformers read its switches when first imported
     from repro.data.tokenizer import load_tokenizer
     from repro.harness.results import harness_versions
     from repro.harness.run import HarnessRun, evaluate, prepare
     from repro.harness.tasks import groups_of
     from repro.models import load_model
-    from repro.tasks.summary import summarize
 
     tok = load_tokenizer(path)
     run = HarnessRun(tasks=tuple(tasks), samples=samples, batch_size=batch_size,

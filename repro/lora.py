@@ -65,7 +65,7 @@ def is_lora(model: torch.nn.Module) -> bool:
     """True when ``model`` is a peft model (wrapped by :func:`apply_lora` or :func:`load_adapter`)."""
     if "peft" not in sys.modules:  # no peft model can exist; spares the import
         return False
-    from peft import PeftModel
+    from peft import PeftModel  # heavy: peft takes seconds to import; only LoRA runs need it
 
     return isinstance(model, PeftModel)
 
@@ -88,7 +88,7 @@ def apply_lora(model: torch.nn.Module, spec: LoraSpec, seed: int = 0) -> torch.n
     adapters and the parameters named by ``spec.trainable`` have ``requires_grad``. The adapters start at zero
     (``B = 0``), so the wrapped model computes what ``model`` did; ``A`` is drawn from ``seed`` (the same adapters
     in every run and every process; the caller's random state is left as it was)."""
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, get_peft_model  # heavy: peft takes seconds to import; only LoRA runs need it
 
     _check_targets(model, spec.target_modules)
     config = LoraConfig(r=spec.r, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
@@ -135,7 +135,7 @@ def save_adapter(model: torch.nn.Module, path: str | Path) -> Path:
 def load_adapter(base_model: torch.nn.Module, path: str | Path, trainable: bool = False) -> torch.nn.Module:
     """``base_model`` with the adapters of :func:`save_adapter` at ``path`` (and its trainable extras loaded into
     the base weights). ``trainable``: adapters and extras get ``requires_grad`` (to train on); else all frozen."""
-    from peft import PeftModel
+    from peft import PeftModel  # heavy: peft takes seconds to import; only LoRA runs need it
 
     path = Path(path)
     if not (path / "adapter_config.json").exists():
@@ -166,7 +166,7 @@ def merge_lora(model: torch.nn.Module) -> torch.nn.Module:
 def merged_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The base model's state dict with the active adapters folded in, as :func:`merge_lora` would give, without
     changing ``model`` (the adapters stay trainable): ``W + delta`` per adapted layer, peft's own delta."""
-    from peft.tuners.lora import LoraLayer
+    from peft.tuners.lora import LoraLayer  # heavy: peft takes seconds to import; only LoRA runs need it
 
     base = model.get_base_model()
     layers = {n: m for n, m in base.named_modules() if isinstance(m, LoraLayer)}

@@ -35,6 +35,7 @@ def environment() -> dict:
     """The fields that decide bitwise equality of two same-seed runs, as plain JSON values: ``threads`` (torch
     intra-op threads now), ``torch``, ``cpu_capability`` (the SIMD kernels torch dispatches to, e.g. ``AVX2``,
     ``AVX512``), ``cpu_model``, and the ``transformers``, ``numpy`` and ``python`` versions."""
+    # lazy: the pipeline imports this module and loads without numpy, torch or transformers
     import numpy as np
     import torch
     import transformers

@@ -15,6 +15,7 @@ from typing import Mapping, Sequence
 import torch
 
 from repro.io import atomic_dir
+from repro.models import load_model
 
 
 def merge_state_dicts(states: Sequence[Mapping[str, torch.Tensor]],
@@ -57,8 +58,6 @@ def merge_checkpoints(original: str | Path, tuned: str | Path, out: str | Path,
     The merged model takes the tuned model's config (its RoPE and window) and
     tokenizer files; ``lambdas = (λ1, λ2)`` weigh ``original`` and ``tuned``.
     """
-    from repro.models import load_model
-
     orig, tune = load_model(original), load_model(tuned)
     merged = merge_state_dicts([orig.state_dict(), tune.state_dict()], lambdas)
     tune.load_state_dict(merged)

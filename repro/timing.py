@@ -13,6 +13,8 @@ from __future__ import annotations
 import gc
 from typing import Any, Callable, Sequence
 
+from tqdm.auto import tqdm
+
 
 def interleaved_rounds(arms: Sequence[str], rounds: int, warmup: int, step: Callable[[str, int], Any],
                        desc: str = "steps", progress: bool = True, settle: int = 0) -> dict[str, list]:
@@ -24,8 +26,6 @@ def interleaved_rounds(arms: Sequence[str], rounds: int, warmup: int, step: Call
     own arm rather than another arm's; ``step`` must then allow more than one call with the same round (e.g. time
     and count inside the call, not append to a list by round). Before every call, cyclic garbage is collected
     (:func:`gc.collect`), so that no graph of an earlier step is freed by the collector inside a timed one."""
-    from tqdm.auto import tqdm
-
     if rounds < 0 or warmup < 0 or settle < 0:
         raise ValueError(f"rounds={rounds}, warmup={warmup}, settle={settle}; allowed: each >= 0")
     out: dict[str, list] = {a: [] for a in arms}

@@ -3,7 +3,8 @@ module over 500 lines, and the command line, reports and plots never reach into 
 
 The graph is read from the source (every ``import`` and ``from ... import``, at the top of a file or inside a
 function; not those under ``if TYPE_CHECKING:``, which never run), so it needs nothing imported and sees imports
-that only run on some paths.
+that only run on some paths. The module-level graph (the imports that run when a module is imported: those outside
+functions) is checked for cycles on its own too, naming the modules of each.
 """
 
 from __future__ import annotations
@@ -45,24 +46,29 @@ def _type_checking(node: ast.AST) -> bool:
         isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
 
 
-def _nodes(tree: ast.AST):
-    """Every node of ``tree`` but the bodies of ``if TYPE_CHECKING:`` blocks (their ``else`` is kept)."""
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _nodes(tree: ast.AST, top_only: bool = False):
+    """Every node of ``tree`` but the bodies of ``if TYPE_CHECKING:`` blocks (their ``else`` is kept); with
+    ``top_only``, not the bodies of functions either (what runs when the module is imported)."""
     stack = [tree]
     while stack:
         node = stack.pop()
         yield node
         if _type_checking(node):
             stack.extend(node.orelse)
-        else:
+        elif not (top_only and isinstance(node, FUNCTIONS)):
             stack.extend(ast.iter_child_nodes(node))
 
 
-def imports_of(module: str, source: str, modules: dict[str, Path], is_package: bool) -> set[str]:
+def imports_of(module: str, source: str, modules: dict[str, Path], is_package: bool,
+               top_only: bool = False) -> set[str]:
     """The package modules ``module`` imports: ``import a.b`` -> ``a.b``; ``from a import b`` -> ``a.b`` when that
     is a module, else ``a``; relative imports resolved against ``module``. Imports under ``if TYPE_CHECKING:``
-    (annotations only) are left out."""
+    (annotations only) are left out; with ``top_only``, those inside functions too."""
     out = set()
-    for node in _nodes(ast.parse(source)):
+    for node in _nodes(ast.parse(source), top_only):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -86,6 +92,13 @@ def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     """Module -> the package modules it imports."""
     modules = module_files(package)
     return {m: imports_of(m, f.read_text(encoding="utf-8"), modules, f.name == "__init__.py")
+            for m, f in modules.items()}
+
+
+def module_level_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package modules it imports outside its functions (what runs when it is imported)."""
+    modules = module_files(package)
+    return {m: imports_of(m, f.read_text(encoding="utf-8"), modules, f.name == "__init__.py", top_only=True)
             for m, f in modules.items()}
 
 
@@ -180,6 +193,14 @@ def test_no_import_cycle():
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
+def test_no_import_cycle_at_module_level():
+    """The imports that run when a module is imported have no cycle (a module-level import that closes one finds a
+    half-initialised module, depending on which was imported first). A function-level import kept to break a cycle
+    would pass here and fail :func:`test_no_import_cycle`: the package has none."""
+    found = cycles(module_level_graph())
+    assert not found, "module-level import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
 def test_imports_follow_the_layers():
     owner, allowed = read_layers()
     bad = violations(import_graph(), owner, allowed)
@@ -227,6 +248,21 @@ def test_a_planted_back_import_is_caught(tmp_path):
     assert cycles(graph) == [["repro.methods.planted", "repro.stages.cache"]]
     clean = import_graph(_tree(tmp_path / "clean", {**files, "methods/planted.py": "def f():\n    return 1\n"}))
     assert violations(clean, owner, allowed) == [] and cycles(clean) == []
+
+
+def test_a_planted_module_level_cycle_is_caught_and_a_function_level_one_is_not(tmp_path):
+    """``from repro.stages import cache`` (a submodule) at the top of ``repro.io`` and ``import repro.io`` at the top
+    of the cache close a cycle; the same import inside a function does not run on import (the full graph still
+    sees it)."""
+    files = {"__init__.py": "", "io.py": "from repro.stages import cache\n", "stages/__init__.py": "",
+             "stages/cache.py": "import repro.io\n\nkey = 1\n"}
+    graph = module_level_graph(_tree(tmp_path, files))
+    assert graph["repro.io"] == {"repro.stages.cache"} and graph["repro.stages.cache"] == {"repro.io"}
+    assert cycles(graph) == [["repro.io", "repro.stages.cache"]]
+    lazy = {**files, "io.py": "def f():\n    from repro.stages import cache  # planted\n    return cache\n"}
+    graph = module_level_graph(_tree(tmp_path / "lazy", lazy))
+    assert graph["repro.io"] == set() and cycles(graph) == []
+    assert cycles(import_graph(_tree(tmp_path / "lazy2", lazy))) == [["repro.io", "repro.stages.cache"]]
 
 
 def test_the_real_package_fails_with_a_planted_back_import(tmp_path):

@@ -33,6 +33,10 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import torch
+from transformers import AttentionInterface, AttentionMaskInterface
+
+from repro.analysis.capture import attention_implementation
+from repro.models import forward
 
 SUPPORTED = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4")
 """Attention implementations the recorder can wrap."""
@@ -151,8 +155,6 @@ def _eager(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
 
 def _original_function(module: torch.nn.Module, original: str) -> Callable:
     """The function the model would call for ``original``: its modelling file's eager attention, or the registry's."""
-    from transformers import AttentionInterface
-
     if original == "eager":
         return getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", _eager)
     return AttentionInterface()[original]
@@ -180,8 +182,6 @@ def _make_recorder(original: str) -> Callable:
 
 def _register(original: str) -> str:
     """Register the recording attention and its mask function for ``original``; returns the name."""
-    from transformers import AttentionInterface, AttentionMaskInterface
-
     name = f"query_rows_{_CODE[original]}"
     if name not in AttentionInterface():
         AttentionInterface.register(name, _make_recorder(original))
@@ -220,7 +220,6 @@ def recording_query_rows(model: torch.nn.Module, queries: int, layers: Iterable[
         raise ValueError(f"attention implementation {original!r}; allowed: {', '.join(SUPPORTED)}")
     name = _register(original)
     session = QueryRows(model, original, name, int(queries), layers, reduce)
-    from repro.analysis.capture import attention_implementation
 
     try:
         for m in modules:
@@ -239,8 +238,6 @@ def query_attention(model: torch.nn.Module, input_ids: torch.Tensor, queries: in
     (B, T) over all T keys, from one no-grad forward through :func:`repro.models.forward` (fully causal, the
     given ``position_ids`` as RoPE positions). With ``reduce``, rows go to ``reduce(layer, rows)`` and ``{}``
     is returned."""
-    from repro.models import forward
-
     if input_ids.ndim != 2:
         raise ValueError(f"input_ids of shape {tuple(input_ids.shape)}; allowed: (batch, length)")
     t = input_ids.shape[1]

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import torch
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import sdpa_mask
 
 from repro.attention.switch import attention_implementation
 
@@ -77,8 +80,6 @@ def capturing_attention_forward(module: torch.nn.Module, query: torch.Tensor, ke
                                 attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                                 is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
     """transformers' sdpa attention, then the active callback (if any) gets an :class:`AttentionCall`."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     callback = _CALLBACK.get()
     if callback is not None:
         if query.shape[0] != 1:
@@ -102,9 +103,6 @@ def capturing_attention_forward(module: torch.nn.Module, query: torch.Tensor, ke
 
 
 def _register() -> None:
-    from transformers import AttentionInterface, AttentionMaskInterface
-    from transformers.masking_utils import sdpa_mask
-
     AttentionInterface.register(CAPTURE, capturing_attention_forward)
     AttentionMaskInterface.register(CAPTURE, sdpa_mask)
 

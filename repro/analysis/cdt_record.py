@@ -11,13 +11,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from repro.analysis.cdt_scores import denoising_sweep, manual_denoising, score_sample
+from repro.analysis.longppl import LongPPLConfig, lsd_scores
+from repro.analysis.typed_samples import answers_correct, typed_min_length, typed_samples
+from repro.data.tokenizer import load_tokenizer
+from repro.models import load_model
 from repro.profiles import Profile
 
 
 def analysis_samples(p: Profile, tok) -> list:
     """The ``cdt.analysis_samples`` labelled prompts of ``cdt.task`` at the base window (analysis key pool)."""
-    from repro.analysis.typed_samples import typed_samples
-
     cd = p.cdt
     return typed_samples(tok, p.base.window, cd.analysis_samples, hops=int(cd.task.split("_")[1]),
                          key_pool=cd.analysis_pool, context_weight=p.extend.context_weight)
@@ -25,8 +32,6 @@ def analysis_samples(p: Profile, tok) -> list:
 
 def analysis_min_length(p: Profile, tok) -> int:
     """The shortest base window at which :func:`analysis_samples` can build its prompts (checked before work)."""
-    from repro.analysis.typed_samples import typed_min_length
-
     cd = p.cdt
     return typed_min_length(tok, cd.analysis_samples, hops=int(cd.task.split("_")[1]), key_pool=cd.analysis_pool)
 
@@ -35,11 +40,6 @@ def lsd(model, samples, p: Profile) -> list:
     """LongPPL's per-token short-vs-long log-probability gap (LSD) of each sample, the model as its own evaluator
     with a short context of a quarter of the base window (:func:`repro.analysis.longppl.lsd_scores`), aligned with
     the tokens; tokens it does not score get -inf (never in a top-k)."""
-    import numpy as np
-    import torch
-
-    from repro.analysis.longppl import LongPPLConfig, lsd_scores
-
     cfg = LongPPLConfig.scaled(max(p.base.window // 4, 2))
     out = []
     for s in samples:
@@ -58,13 +58,6 @@ def cd_record(path: str | Path, p: Profile, progress: bool = True) -> dict:
     ``p.run``'s device and dtype:
     ``correct`` per sample, ``types`` per sample, ``scores`` (per sample), ``manual`` (CD-Fig4 per sample),
     ``sweep`` (CD-Fig8 rows), ``step`` (the manual denoising's step size)."""
-    from tqdm.auto import tqdm
-
-    from repro.analysis.cdt_scores import denoising_sweep, manual_denoising, score_sample
-    from repro.analysis.typed_samples import answers_correct
-    from repro.data.tokenizer import load_tokenizer
-    from repro.models import load_model
-
     cd, step = p.cdt, manual_step(p)
     model = load_model(path, **p.run.load_kwargs()).eval()
     tok = load_tokenizer(path)

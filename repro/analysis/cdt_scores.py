@@ -18,6 +18,7 @@ the answer's cross-entropy.
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -25,6 +26,7 @@ import torch
 
 from repro.analysis.ig import CRITICAL, TYPES, token_scores
 from repro.analysis.typed_samples import TypedSample
+from repro.methods.cdt import ce_from_embeds, denoise, embedding_gradients, noise_mask
 
 DETECTORS = ("attention", "gradient", "longppl")
 """CD-Fig7's detectors: top-k attention from the answer rows, top-k embedding-gradient L2 norm, top-k LongPPL
@@ -53,8 +55,6 @@ def score_sample(model, s: TypedSample, top_k: int = 30, top_heads: int = 30,
     heads), ``attention``, ``grad_l2``, ``grad_l1`` (raw means and ``*_share`` normalized over the four types), the
     per-token ``ig_token`` (mean over heads and layers) and ``grad_token`` (L2), and ``detect_<name>`` shares of
     the top ``top_k`` context tokens per detector (``lsd``: per-token LongPPL gap, aligned with the tokens)."""
-    import warnings
-
     sc = token_scores(model, _ids(s), s.answer_positions, top_k=top_k)
     lab = s.types
     with warnings.catch_warnings():
@@ -127,8 +127,6 @@ def denoising_sweep(model, samples: Sequence[TypedSample], lrs: Sequence[float],
     (``<key>_se``); also the irrelevant tokens' attention, ``gain``: the relative change of each sample's
     critical-token attention after the denoising step (mean, SE, and per sample in ``gain_samples``), and
     ``emphasis_gain`` likewise after the emphasizing step against after denoising."""
-    from repro.methods.cdt import ce_from_embeds, denoise, embedding_gradients, noise_mask
-
     def batch(s):
         ids = _ids(s, model)
         return {"input_ids": ids, "weights": torch.as_tensor(s.weights, device=ids.device)[None],

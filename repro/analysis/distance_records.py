@@ -12,6 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import AutoTokenizer
+
+from repro.analysis.attention_distance import distance_edges, distance_histogram, query_attention
+from repro.models import load_model
 from repro.profiles import Profile
 
 
@@ -66,8 +73,6 @@ class AttentionDistanceConfig:
 
 
 def _tokenized(texts: Sequence[str], tokenizer, length: int):
-    import numpy as np
-
     rows = []
     for i, text in enumerate(texts):
         ids = list(tokenizer(text).input_ids)
@@ -81,11 +86,6 @@ def distance_record(model, samples: Sequence, cfg: AttentionDistanceConfig, prog
                     label: str = "") -> dict:
     """Per-layer distance histograms of ``model`` over ``samples`` (token-id arrays of one length), summed over
     the samples, plus each sample's per-layer summaries (for paired comparisons across models)."""
-    import torch
-    from tqdm.auto import tqdm
-
-    from repro.analysis.attention_distance import distance_edges, distance_histogram, query_attention
-
     if not samples:
         raise ValueError("no samples; allowed: at least one token-id array")
     length = len(samples[0])
@@ -121,16 +121,12 @@ def model_distances(path: str | Path, texts: Sequence[str], length: int, cfg: At
     """RP-Fig2's record of any HF causal LM folder (or model id): ``texts`` tokenized with ``tokenizer`` (default:
     the folder's own), cut to ``length``, the first ``cfg.samples`` of them; the model loaded on ``device`` as
     ``dtype`` (:func:`repro.models.load_model`)."""
-    from repro.models import load_model
-
     if len(texts) < cfg.samples:
         raise ValueError(f"{len(texts)} texts; allowed: at least samples={cfg.samples}")
     cfg.check(length)
     model = load_model(path, max_positions=length, device=device, dtype=dtype).eval()
     tok = tokenizer
     if tok is None:
-        from transformers import AutoTokenizer
-
         tok = AutoTokenizer.from_pretrained(str(path))
     rec = distance_record(model, _tokenized(texts[:cfg.samples], tok, length), cfg, progress,
                           label or Path(str(path)).name)

@@ -43,6 +43,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from repro.analysis.capture import (AttentionCall, attention_implementation, capturing_attention, compute_dtype,
                                     mask_rows, row_probabilities)
@@ -324,8 +325,6 @@ def token_scores(model: torch.nn.Module, input_ids, answer_positions=None, *, an
     attention-function registry (Llama, Qwen2, Mistral, ...); the caller chooses train/eval mode (attention dropout
     must be off).
     """
-    from tqdm.auto import tqdm
-
     ids, pos, targets, k, position_ids = _prepare(model, input_ids, answer_positions, answer_mask, labels, top_k,
                                                   position_ids)
     rows = pos - 1

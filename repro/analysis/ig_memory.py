@@ -32,7 +32,12 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from repro.analysis.ig import naive_token_scores, token_scores
 from repro.io import atomic_write_json
+from repro.models import load_model
 
 METHODS = ("ours", "naive")
 """``ours``: memory-linear :func:`~repro.analysis.ig.token_scores`; ``naive``: the direct Eq. 1."""
@@ -106,12 +111,7 @@ def _status_mib() -> dict[str, float]:
 
 
 def _build(cfg: IGMemoryConfig, length: int):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     if cfg.model_path:
-        from repro.models import load_model
-
         return load_model(cfg.model_path, max_positions=length).eval()
     torch.manual_seed(cfg.seed)
     return LlamaForCausalLM(LlamaConfig(
@@ -123,10 +123,6 @@ def _build(cfg: IGMemoryConfig, length: int):
 
 def measure_one(method: str, length: int, cfg: IGMemoryConfig) -> dict:
     """Score one random sequence in this process (the child's work); returns the row (peak since process start)."""
-    import torch
-
-    from repro.analysis.ig import naive_token_scores, token_scores
-
     torch.set_num_threads(cfg.threads)
     model = _build(cfg, length)
     vocab = model.config.get_text_config().vocab_size

@@ -14,6 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
+from repro.evaluate import generate
+from repro.tasks.base import LengthTooShort
 from repro.tasks.multihop import MultiHop
 
 CONTEXT_TYPES = ("supporting", "interference", "irrelevant", "low_frequency")
@@ -51,8 +53,6 @@ def typed_min_length(tokenizer, n: int, hops: int = 2, key_pool: str = "train",
                      depths: Sequence[float] = (0.1, 0.4, 0.7), seed0: int = 0) -> int:
     """The shortest ``length`` :func:`typed_samples` accepts for these arguments (at least 16): each prompt's own
     minimum (the task asked for 1 token) plus the answer budget, over the ``n`` seeds and depths it would use."""
-    from repro.tasks.base import LengthTooShort
-
     task, need = MultiHop(f"multihop_{hops}", hops, key_pool=key_pool), 16
     for i in range(n):
         try:
@@ -92,8 +92,6 @@ def typed_samples(tokenizer, length: int, n: int, hops: int = 2, key_pool: str =
 def answers_correct(model, tokenizer, samples: Sequence[TypedSample], hops: int = 2,
                     key_pool: str = "train") -> list[bool]:
     """Whether the model's greedy answer to each sample is right (the task's BABILong-style scorer)."""
-    from repro.evaluate import generate
-
     task = MultiHop(f"multihop_{hops}", hops, key_pool=key_pool)
     outs = generate(model, tokenizer, [s.prompt for s in samples], task.max_new_tokens)
     return [bool(task.score(o, [s.reference])) for o, s in zip(outs, samples)]
@@ -105,8 +103,6 @@ def construction(tokenizer, hops: int, length: int, n: int, key_pool: str = "eva
     0..n-1, depths cycled): mean tokens per type, fact counts (interference: min, max, and the minimum count after
     the last supporting fact), emoji, and where the supporting facts sit (relative depth in the context). A length
     too short for the task gives a row that says so (``prompts`` 0)."""
-    from repro.tasks.base import LengthTooShort
-
     task = MultiHop(f"multihop_{hops}", hops, key_pool=key_pool)
     try:
         task.generate(tokenizer, length, float(depths[0]), 0)

@@ -41,11 +41,15 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.integrations import sdpa_attention  # the module: use_gqa_in_sdpa looked up at each call
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
 from repro.accel import flash_attn_available
 from repro.attention.flex import FLEX_DOC, flex_compiles
 from repro.attention.flex import register as register_flex
 from repro.attention.spans import doc_mask, document_route, varlen_kwargs
+from repro.devices import resolve_device
 
 SDPA_VARLEN = "sdpa_varlen"
 """Name of the per-document sdpa attention in transformers' attention and mask registries."""
@@ -142,8 +146,6 @@ def sdpa_varlen_attention_forward(module: torch.nn.Module, query: torch.Tensor, 
     ``q_len == kv_len > 1``, causal attention within each document, the boundaries from ``cu_seq_lens_q/k`` or
     the restarts of ``position_ids``; otherwise (a 4-D mask, the 2-D one-document marker, a cache) exactly
     transformers' ``sdpa_attention_forward``."""
-    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward, use_gqa_in_sdpa
-
     def dense(mask):
         return sdpa_attention_forward(module, query, key, value, mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
@@ -153,7 +155,7 @@ def sdpa_varlen_attention_forward(module: torch.nn.Module, query: torch.Tensor, 
         return dense(found)
     cu = found
     groups = getattr(module, "num_key_value_groups", 1)
-    gqa = groups > 1 and use_gqa_in_sdpa(None, key, value)
+    gqa = groups > 1 and sdpa_attention.use_gqa_in_sdpa(None, key, value)
     if groups > 1 and not gqa:
         key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     return varlen_sdpa(query, key, value, cu, dropout, scaling, gqa), None
@@ -162,8 +164,6 @@ def sdpa_varlen_attention_forward(module: torch.nn.Module, query: torch.Tensor, 
 def register() -> str:
     """Register :data:`SDPA_VARLEN` in transformers' attention and mask registries (idempotent); returns the
     name, for ``attn_implementation=`` or ``model.set_attn_implementation``."""
-    from transformers import AttentionInterface, AttentionMaskInterface
-
     AttentionInterface.register(SDPA_VARLEN, sdpa_varlen_attention_forward)
     AttentionMaskInterface.register(SDPA_VARLEN, doc_mask)
     return SDPA_VARLEN
@@ -198,8 +198,6 @@ def doc_masked_implementation(device: str | torch.device | None = None) -> str:
       (:mod:`repro.bench.doc_attention`).
 
     The chosen one is registered; its name is returned."""
-    from repro.devices import resolve_device
-
     if (resolve_device("auto") if device in (None, "auto") else torch.device(device)).type == "cuda":
         if flash_attn_available():
             return "flash_attention_2"

@@ -53,6 +53,10 @@ import warnings
 from collections import OrderedDict
 
 import torch
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
+from torch.utils._triton import has_triton
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from repro.attention.spans import doc_mask, document_route
 
@@ -72,7 +76,7 @@ _COMPILED: dict = {}
 def flex_available() -> bool:
     """True when this torch has flex attention (``torch.nn.attention.flex_attention``)."""
     try:
-        import torch.nn.attention.flex_attention  # noqa: F401
+        import torch.nn.attention.flex_attention  # noqa: F401  (probe: a torch without flex attention lacks it)
     except ImportError:
         return False
     return True
@@ -84,8 +88,6 @@ def flex_compiles(device: str | torch.device = "cpu") -> bool:
     if not flex_available():
         return False
     if torch.device(device).type == "cuda":
-        from torch.utils._triton import has_triton
-
         return torch.cuda.is_available() and has_triton()
     return any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c)
 
@@ -138,8 +140,6 @@ def doc_block_mask(cu: torch.Tensor, B: int, T: int, device: torch.device | str 
                    block_size: int = BLOCK_SIZE):
     """The ``BlockMask`` of causal attention within each document ``[cu[i], cu[i+1])`` of ``B`` rows of ``T``
     tokens laid end to end, on ``device`` (``cu``'s by default); cached for identical boundaries."""
-    from torch.nn.attention.flex_attention import BlockMask
-
     device = torch.device(device) if device is not None else cu.device
     key = (tuple(cu.tolist()), B, T, str(device), block_size)
     if key in _CACHE:
@@ -161,8 +161,6 @@ def doc_block_mask(cu: torch.Tensor, B: int, T: int, device: torch.device | str 
 
 def _kernel(query: torch.Tensor):
     """Compiled flex attention, or torch's unfused reference for float64 on the CPU (module docstring)."""
-    from torch.nn.attention.flex_attention import flex_attention
-
     if torch.compiler.is_compiling():
         return flex_attention
     if query.device.type == "cpu" and query.dtype == torch.float64:
@@ -205,8 +203,6 @@ def flex_doc_attention_forward(module: torch.nn.Module, query: torch.Tensor, key
     """transformers' attention-function signature. With no mask (:func:`repro.attention.spans.doc_mask`'s answer
     for packed rows) and ``q_len == kv_len > 1``, :func:`flex_doc` over the boundaries of ``cu_seq_lens_q/k`` or
     the restarts of ``position_ids``; otherwise exactly transformers' ``sdpa_attention_forward``."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     def dense(mask):
         return sdpa_attention_forward(module, query, key, value, mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
@@ -223,8 +219,6 @@ def flex_doc_attention_forward(module: torch.nn.Module, query: torch.Tensor, key
 def register() -> str:
     """Register :data:`FLEX_DOC` in transformers' attention and mask registries (idempotent); returns the name.
     A RuntimeError naming the alternatives where this torch has no flex attention."""
-    from transformers import AttentionInterface, AttentionMaskInterface
-
     _require_flex()
     AttentionInterface.register(FLEX_DOC, flex_doc_attention_forward)
     AttentionMaskInterface.register(FLEX_DOC, doc_mask)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from transformers.masking_utils import sdpa_mask
 
 
 def _as_2d(x, name: str) -> torch.Tensor:
@@ -104,8 +105,6 @@ def doc_mask(batch_size: int, q_length: int, kv_length: int, q_offset: int = 0, 
     signature): None for packed training rows (no 2-D mask, no cache: the attention reads the boundaries itself,
     :func:`packed_boundaries`); an all-ones 2-D mask as is, O(T), marking one document per row; otherwise
     transformers' ``sdpa_mask``."""
-    from transformers.masking_utils import sdpa_mask
-
     plain = q_length == kv_length and not _nonzero(q_offset) and not _nonzero(kv_offset)
     if plain and attention_mask is None:
         return None

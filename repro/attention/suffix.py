@@ -30,6 +30,10 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.integrations import sdpa_attention  # the module: use_gqa_in_sdpa looked up at each call
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
 SUFFIX = "suffix_varlen"
 """Name of :func:`suffix_attention_forward` in transformers' attention and mask registries."""
@@ -93,8 +97,6 @@ def suffix_layout(split: torch.Tensor, length: int, doc_ids: torch.Tensor | None
 
 def _lower_right(n: int, m: int, device: torch.device):
     if device.type == "cuda":
-        from torch.nn.attention.bias import causal_lower_right
-
         return causal_lower_right(n, m)
     return torch.ones(n, m, dtype=torch.bool, device=device).tril(m - n)
 
@@ -104,8 +106,6 @@ def suffix_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: 
                              is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
     """transformers' attention-function signature: with ``suffix_layout`` (a :class:`SuffixLayout`) each segment
     attends alone (module docstring); without it, exactly transformers' ``sdpa_attention_forward``."""
-    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward, use_gqa_in_sdpa
-
     layout = kwargs.get("suffix_layout")
     if layout is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
@@ -117,7 +117,7 @@ def suffix_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: 
                          "keys)")
     groups = getattr(module, "num_key_value_groups", 1)
     # CUDA's lower-right bias calls the flash kernel directly, which takes as many key heads as query heads
-    gqa = groups > 1 and query.device.type != "cuda" and use_gqa_in_sdpa(None, key, value)
+    gqa = groups > 1 and query.device.type != "cuda" and sdpa_attention.use_gqa_in_sdpa(None, key, value)
     if groups > 1 and not gqa:
         key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     p = dropout if module.training else 0.0
@@ -151,8 +151,6 @@ def _no_mask(*args, **kwargs) -> None:
 
 def register() -> str:
     """Register :data:`SUFFIX` in transformers' attention and mask registries (idempotent); returns the name."""
-    from transformers import AttentionInterface, AttentionMaskInterface
-
     AttentionInterface.register(SUFFIX, suffix_attention_forward)
     AttentionMaskInterface.register(SUFFIX, _no_mask)
     return SUFFIX

@@ -5,12 +5,15 @@ from __future__ import annotations
 import sys
 import time
 
+from repro.bench.throughput import BenchConfig, run_bench
+from repro.figures import Recorder
+from repro.models import build_tiny
+from repro.profiles import PROFILES, get_profile
+
 
 def built_profile(profile: str, what: str):
     """The profile ``profile`` when a benchmark can build its model from the config (smoke, tiny); otherwise None,
     after an error line naming the allowed values (``what``: the benchmark, for the message)."""
-    from repro.profiles import PROFILES, get_profile
-
     if profile not in PROFILES:
         print(f"error: unknown profile {profile!r}; allowed: {', '.join(PROFILES)}", file=sys.stderr)
         return None
@@ -23,10 +26,6 @@ def built_profile(profile: str, what: str):
 
 
 def bench_main(profile: str, figures_dir: str, quick: bool = False) -> int:
-    from repro.bench.throughput import BenchConfig, run_bench
-    from repro.figures import Recorder
-    from repro.models import build_tiny
-
     p = built_profile(profile, "the benchmark")
     if p is None:
         return 2

@@ -17,7 +17,12 @@ from typing import Any
 
 import torch
 
+from repro.bench.cdt_cost import measure_cd_step_costs
 from repro.bench.gpu_shapes import LLAMA_8B, Shape, build_model, shape_config
+from repro.bench.method_flops import Dims
+from repro.bench.selfdistill_cost import COST_ARMS, POSITION_ARMS, measure_rp_step_costs
+from repro.devices import resolve_device
+from repro.methods.longce import LongCEConfig
 
 OFFICIAL_LONGCE = (4096, 1024)
 """LongCE's window and stride in the official code (at the 8B's lengths)."""
@@ -73,8 +78,6 @@ def proxy_set(name: str) -> ProxySet | None:
 
 def proportions(ps: ProxySet, proxy: CostProxy) -> dict[str, float]:
     """The proxy's ``head/body`` and ``attention/body`` beside the reference model's at ``like_length``."""
-    from repro.bench.method_flops import Dims
-
     own = Dims.of(shape_config(ps.shape)).proportions(proxy.length)
     ref = Dims.of(shape_config(ps.reference)).proportions(proxy.like_length)
     return {**own, **{f"reference {k}": v for k, v in ref.items()}}
@@ -88,11 +91,6 @@ def measure_proxies(table: str, name: str = "llama-3-8b", steps: int = 4, warmup
     on each proxy of set ``name``, random weights and rows, torch's default threads. One entry per proxy:
     ``proxy``, ``like`` (the reference and length), ``length``, ``rows``, the proportions and ``arms`` (the
     measurement, with each arm's FLOP ``bound``)."""
-    from repro.bench.cdt_cost import measure_cd_step_costs
-    from repro.bench.selfdistill_cost import COST_ARMS, POSITION_ARMS, measure_rp_step_costs
-    from repro.devices import resolve_device
-    from repro.methods.longce import LongCEConfig
-
     if table not in ("rp", "cd"):
         raise ValueError(f"table={table!r}; allowed: rp, cd")
     ps = proxy_set(name)

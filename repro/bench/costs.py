@@ -18,17 +18,17 @@ from __future__ import annotations
 import tempfile
 import time
 
+from repro.bench import cost_proxies  # the module: measure_proxies looked up at each call (tests stand in)
+from repro.bench.cli import built_profile
+from repro.bench.timed_arms import GOAL, measure_timed_arms, timed_arms_rows
+from repro.figures import Recorder
+from repro.reports.cdt_training import PART_COLUMNS as CD_PARTS
+from repro.reports.cost_proxies import proxy_table
+from repro.reports.selfdistill_training import PART_COLUMNS as RP_PARTS
+
 
 def costs_main(profile: str = "tiny", figures_dir: str = "figures/costs", quick: bool = False,
                run_dir: str | None = None, progress: bool = True) -> int:
-    from repro.bench.cost_proxies import measure_proxies
-    from repro.bench.timed_arms import GOAL, timed_arms_rows, measure_timed_arms
-    from repro.figures import Recorder
-    from repro.bench.cli import built_profile
-    from repro.reports.cost_proxies import proxy_table
-    from repro.reports.selfdistill_training import PART_COLUMNS as RP_PARTS
-    from repro.reports.cdt_training import PART_COLUMNS as CD_PARTS
-
     profile = "smoke" if quick else profile
     p = built_profile(profile, "bench costs")
     if p is None:
@@ -40,9 +40,10 @@ def costs_main(profile: str = "tiny", figures_dir: str = "figures/costs", quick:
                                  bench_steps=bench_steps, progress=progress)
     t1 = time.perf_counter()
     sd, cd = p.selfdistill, p.cdt
-    rp = measure_proxies("rp", sd.cost_proxy, sd.proxy_steps, bf16=sd.bf16, device=p.run.device, progress=progress)
-    cdp = measure_proxies("cd", cd.cost_proxy, cd.proxy_steps, bf16=sd.bf16, lr=p.extend.lr, beta=cd.beta,
-                          threshold=cd.threshold, device=p.run.device, progress=progress)
+    rp = cost_proxies.measure_proxies("rp", sd.cost_proxy, sd.proxy_steps, bf16=sd.bf16, device=p.run.device,
+                                      progress=progress)
+    cdp = cost_proxies.measure_proxies("cd", cd.cost_proxy, cd.proxy_steps, bf16=sd.bf16, lr=p.extend.lr,
+                                       beta=cd.beta, threshold=cd.threshold, device=p.run.device, progress=progress)
     rec = Recorder(figures_dir, profile)
     rows = timed_arms_rows(res)
     rec.table(rows, "TB-TimedArms", caption=(

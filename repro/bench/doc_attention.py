@@ -49,7 +49,16 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from repro import accel  # the module: flash_attn_available looked up at each call (tests stand in)
+from repro.attention import flex  # the module, as accel
+from repro.attention.doc_masked import check_attn_implementation
+from repro.data.packing import lm_segment, pack_rows
+from repro.devices import model_device, resolve_device, resolve_dtype
 from repro.io import atomic_write_json
+from repro.models import build_tiny
+from repro.profiles import PROFILES, get_profile
+from repro.timing import interleaved_rounds
+from repro.train import clm_step
 
 DOC_ATTENTION_ARMS: dict[str, tuple[str, bool]] = {"full": ("sdpa", False), "doc_dense": ("sdpa", True),
                                                    "doc_varlen": ("sdpa_varlen", True), "doc_flex": ("flex_doc", True),
@@ -89,8 +98,6 @@ def packed_rows(length: int, rows: int, doc_lengths: tuple[int, int], vocab: int
                 rng: np.random.Generator) -> dict[str, torch.Tensor]:
     """``rows`` rows of ``length`` tokens packed from random documents (:func:`repro.data.packing.pack_rows`):
     ``input_ids``, ``position_ids`` (restarting per document), ``doc_ids`` and ``weights``."""
-    from repro.data.packing import lm_segment, pack_rows
-
     lo, hi = doc_lengths
     if not 1 <= lo <= hi <= length:
         raise ValueError(f"doc_lengths={doc_lengths}; allowed: 1 <= min <= max <= length={length}")
@@ -128,11 +135,8 @@ def measure_doc_attention(model: torch.nn.Module, cfg: DocAttentionConfig = DocA
 def available_arms(device: str | torch.device = "cpu") -> tuple[str, ...]:
     """The arms of :data:`DOC_ATTENTION_ARMS` that run on ``device``: ``doc_flex`` where flex attention compiles
     (:func:`repro.attention.flex.flex_compiles`), ``doc_flash`` on CUDA with flash-attn."""
-    from repro.accel import flash_attn_available
-    from repro.attention.flex import flex_compiles
-
     dev = torch.device(device)
-    ok = {"doc_flex": flex_compiles(dev), "doc_flash": dev.type == "cuda" and flash_attn_available()}
+    ok = {"doc_flex": flex.flex_compiles(dev), "doc_flash": dev.type == "cuda" and accel.flash_attn_available()}
     return tuple(a for a in DOC_ATTENTION_ARMS if ok.get(a, True))
 
 
@@ -148,11 +152,6 @@ def measure_rows(model: torch.nn.Module, packed: dict[str, torch.Tensor], steps:
     False`` and ``"refused"``: the error's first line), ``{"forward_seconds", "forward_seconds_per_step",
     "forward_tokens_per_s", "forward_ratio", "forward_loss"}`` of the forward alone, ``"batch"`` and
     ``"docs_per_row"``."""
-    from repro.attention.doc_masked import check_attn_implementation
-    from repro.devices import model_device
-    from repro.timing import interleaved_rounds
-    from repro.train import clm_step
-
     device = model_device(model)
     arms = available_arms(device) if arms is None else tuple(arms)
     if "full" not in arms or any(a not in DOC_ATTENTION_ARMS for a in arms):
@@ -237,10 +236,6 @@ def markdown(results: dict[int, dict[str, dict]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from repro.devices import resolve_device, resolve_dtype
-    from repro.models import build_tiny
-    from repro.profiles import PROFILES, get_profile
-
     ap = argparse.ArgumentParser(prog="python -m repro.bench.doc_attention", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="tiny", help="the profile whose tiny model is timed (random weights)")
     ap.add_argument("--lengths", default="1024,4096", help="comma-separated row lengths")

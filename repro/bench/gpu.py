@@ -19,10 +19,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from repro.attention.doc_masked import check_attn_implementation
+from repro.bench.gpu_arms import method_arms
 from repro.bench.gpu_cli import DEFAULT_BUDGET_S
 from repro.bench.gpu_parts import Budget, doubling, free_memory, generation_rows, guarded, ig_rows
 from repro.bench.gpu_shapes import (FLOP_FORMULA, QUICK_SHAPES, SHAPES, Shape, build_model, datasheet_peak,
                                     device_info, matmul_tflops, sync, train_flops)
+from repro.devices import resolve_device, resolve_dtype
+from repro.figures import Recorder
+from repro.methods.cdt import cdt_spec
+from repro.methods.longce import LongCEConfig
+from repro.methods.selfdistill import longce_config
+from repro.profiles import get_profile
+from repro.timing import interleaved_rounds
 
 TARGET = "TB-GPU"
 TABLES = {"throughput": "GPU-Throughput", "methods": "GPU-Methods", "ig": "GPU-IG", "generation": "GPU-Generation"}
@@ -85,8 +94,6 @@ def set_checkpointing(model, on: bool) -> None:
 
 
 def _use_attention(model, name: str) -> None:
-    from repro.attention.doc_masked import check_attn_implementation
-
     if getattr(model.config, "_attn_implementation", None) != name:
         model.set_attn_implementation(check_attn_implementation(name))
 
@@ -110,8 +117,6 @@ def run_block(model, opt, arms: dict, cfg: GPUBenchConfig, device: torch.device,
     """Time ``arms`` (a dict of :class:`repro.bench.gpu_arms.Arm`) round-robin on one model and optimizer
     (:func:`repro.timing.interleaved_rounds`); per arm ``{"seconds": [...], "status": ...}``. An arm that fails
     drops out with its error; when the budget runs out the block stops (arms not yet timed: skipped)."""
-    from repro.timing import interleaved_rounds
-
     res = {n: {"seconds": [], "status": a.skip or "ok", "done": a.skip is not None} for n, a in arms.items()}
     runnable = [n for n, a in arms.items() if a.skip is None]
     rng = np.random.default_rng(cfg.seed)
@@ -192,12 +197,6 @@ def train_parts(model, shape: Shape, lengths: tuple[int, ...], cfg: GPUBenchConf
     """Each of ``lengths`` on ``shape``: Standard alone, or with every method (``shape.method_lengths``); rows appended
     to ``tables["throughput"]`` and ``tables["methods"]``. ``state``: ``rate`` (seconds per model FLOP of the
     last Standard step, for the budget's estimates), ``peak``, ``matmul`` (the best measured rate), ``progress``."""
-    from repro.bench.gpu_arms import method_arms
-    from repro.methods.longce import LongCEConfig
-    from repro.profiles import get_profile
-    from repro.methods.cdt import cdt_spec
-    from repro.methods.selfdistill import longce_config
-
     paper = get_profile("paper")
     longce, spec = cfg.longce or longce_config(paper), cdt_spec(paper)
     bf16 = dtype == torch.bfloat16
@@ -259,8 +258,6 @@ def plan(cfg: GPUBenchConfig) -> list[tuple[Shape, tuple[int, ...], bool]]:
 def run(cfg: GPUBenchConfig, device: torch.device, log=print, progress: bool = True) -> tuple[dict, dict]:
     """Every part on every shape: ``(tables, meta)``; tables by :data:`TABLES` key, meta: ``device`` (its
     :func:`repro.bench.gpu_shapes.device_info`), ``dtype``, ``peak``, ``matmul``, ``seconds``, ``skipped``."""
-    from repro.devices import resolve_dtype
-
     budget = Budget(cfg.budget_s)
     dtype = resolve_dtype("auto", device)
     info = device_info(device)
@@ -304,8 +301,6 @@ def run(cfg: GPUBenchConfig, device: torch.device, log=print, progress: bool = T
 def write_tables(tables: dict, meta: dict, figures_dir: str, quick: bool) -> list[str]:
     """The four tables (:data:`TABLES`) under ``figures_dir`` through :class:`repro.figures.Recorder`; returns
     their csv paths."""
-    from repro.figures import Recorder
-
     rec = Recorder(figures_dir, "gpu-quick" if quick else "gpu")
     run_line = (f"On {meta['device']['line']}; random weights, {meta['dtype']}, batch 1 row; "
                 f"{'--quick (tiny shapes: a check, not a benchmark); ' if quick else ''}"
@@ -338,8 +333,6 @@ def write_tables(tables: dict, meta: dict, figures_dir: str, quick: bool) -> lis
 def gpu_main(quick: bool = False, figures_dir: str = "figures/gpu", budget_s: float | None = None,
              device: str = "auto") -> int:
     """``python -m repro bench gpu``: run (:func:`run`) and write the tables (:func:`write_tables`)."""
-    from repro.devices import resolve_device
-
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")  # long rows fragment the cache
     try:
         dev = resolve_device(device)

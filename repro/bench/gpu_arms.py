@@ -29,6 +29,14 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from repro.accel import flash_attn_available
+from repro.attention.doc_masked import ATTN_IMPLEMENTATIONS
+from repro.bench.doc_attention import packed_rows
+from repro.methods.arms import rp_arm
+from repro.methods.cdt import ContextDenoising
+from repro.methods.selfdistill import SelfDistillation, selfdistill_batch
+from repro.positions import PositionSample, longrecipe_alg1, pose
+from repro.train import clm_step
 from repro.methods.protocol import StepState
 
 POSITION_SPREAD = 4
@@ -80,8 +88,6 @@ def _with_positions(ids: torch.Tensor, pos: np.ndarray) -> dict[str, torch.Tenso
 def doc_rows(length: int, vocab: int, device: torch.device, rng: np.random.Generator) -> dict[str, torch.Tensor]:
     """One row of ``length`` tokens packed from random documents (:data:`DOC_FRACTIONS` of the row), on
     ``device``: ``input_ids``, ``position_ids`` restarting per document, ``doc_ids``, ``weights``."""
-    from repro.bench.doc_attention import packed_rows
-
     lo, hi = (max(1, int(f * length)) for f in DOC_FRACTIONS)
     rows = packed_rows(length, 1, (lo, hi), vocab, rng)
     return {k: v.to(device) for k, v in rows.items()}
@@ -89,14 +95,10 @@ def doc_rows(length: int, vocab: int, device: torch.device, rng: np.random.Gener
 
 def flex_implementation() -> str | None:
     """A flex-attention implementation registered in :mod:`repro.attention` (by name), or None."""
-    from repro.attention.doc_masked import ATTN_IMPLEMENTATIONS
-
     return next((n for n in ATTN_IMPLEMENTATIONS if "flex" in n), None)
 
 
 def _clm(bf16: bool):
-    from repro.train import clm_step
-
     return lambda model, batch, step: clm_step(model, batch, bf16)[0]
 
 
@@ -105,12 +107,6 @@ def method_arms(length: int, vocab: int, device: torch.device, bf16: bool, lr: f
     """Every arm at rows of ``length`` tokens (module docstring), in table order; ``longce``: a
     :class:`repro.methods.longce.LongCEConfig`, ``cdt_spec``: a :class:`repro.methods.cdt.CDTSpec`, ``lr``: the
     step's learning rate (CDT's Eq. 3)."""
-    from repro.accel import flash_attn_available
-    from repro.methods.arms import rp_arm
-    from repro.methods.cdt import ContextDenoising
-    from repro.methods.selfdistill import SelfDistillation, selfdistill_batch
-    from repro.positions import PositionSample, longrecipe_alg1, pose
-
     ids = torch.as_tensor(rng.integers(3, vocab, (1, length)), device=device)
     starts = sentence_starts(length, rng)
     docs = doc_rows(length, vocab, device, rng)

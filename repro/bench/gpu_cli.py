@@ -31,6 +31,9 @@ and 512 tokens on the CPU (or --device), in well under 2 minutes: a check that e
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib.util
+from pathlib import Path
 
 DEFAULT_BUDGET_S = 1200.0
 """The full run's time budget (``--budget-s``); ``--quick`` has 600 s."""
@@ -49,6 +52,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="auto (default), cpu, cuda or cuda:N")
 
 
+def module_doc(name: str) -> str:
+    """The docstring of module ``name``, read from its source without importing it: ``bench costs`` loads torch and
+    the trainer, and building the parser (every command's start, ``--help``) should not."""
+    source = Path(importlib.util.find_spec(name).origin).read_text(encoding="utf-8")
+    return ast.get_docstring(ast.parse(source), clean=False) or ""
+
+
 def add_parser(bench: argparse.ArgumentParser) -> None:
     """``gpu`` as an optional sub-choice of ``bench`` (without it, ``bench`` runs TB-Throughput)."""
     which = bench.add_subparsers(dest="bench_what", metavar="{gpu,costs}", required=False,
@@ -58,10 +68,9 @@ def add_parser(bench: argparse.ArgumentParser) -> None:
                                       "without either: TB-Throughput")
     add_arguments(which.add_parser("gpu", help="one GPU, 1B and 8B shapes: throughput, MFU, methods, IG, generation",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
-    from repro.bench import costs
-
     c = which.add_parser("costs", help="trained arms vs the cost benchmark, proxies with their FLOP bounds",
-                         description=costs.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                         description=module_doc("repro.bench.costs"),
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("--profile", dest="costs_profile", default="tiny", help="smoke or tiny (default tiny)")
     c.add_argument("--quick", dest="costs_quick", action="store_true", help="the smoke profile, a few steps (a check)")
     c.add_argument("--figures-dir", dest="costs_figures_dir", default="figures/costs", metavar="DIR",

@@ -11,8 +11,10 @@ from typing import Any, Callable
 
 import torch
 
+from repro.analysis.ig import naive_token_scores, token_scores
 from repro.analysis.ig_memory import proc_status_kib
 from repro.bench.gpu_shapes import Shape, sync
+from repro.generate import greedy_ids
 
 IG_METHODS = ("memory-linear (token_scores)", "naive Eq. 1 (naive_token_scores)")
 """The IG part's two methods (:mod:`repro.analysis.ig`)."""
@@ -114,8 +116,6 @@ def ig_rows(model, shape: Shape, lengths: list[int], answer_tokens: int, device:
             seed: int = 0, log=print) -> list[dict]:
     """IG scores of one random sequence per length, memory-linear and naive, each until its first failure (the
     later lengths: ``not attempted``): peak memory, its rise over the memory before the call, seconds."""
-    from repro.analysis.ig import naive_token_scores, token_scores
-
     fns = dict(zip(IG_METHODS, (token_scores, naive_token_scores)))
     model.eval()
     mem = PeakMemory(device)
@@ -156,8 +156,6 @@ def ig_rows(model, shape: Shape, lengths: list[int], answer_tokens: int, device:
 @torch.no_grad()
 def _generation(model, vocab: int, length: int, batch: int, new_tokens: int, reps: int, device: torch.device,
                 seed: int) -> dict[str, dict]:
-    from repro.generate import greedy_ids
-
     ids = torch.randint(3, vocab, (batch, length), generator=torch.Generator().manual_seed(seed)).to(device)
     mask = torch.ones_like(ids)
     gens = {GENERATORS[0]: lambda n: greedy_ids(model, ids, mask, n, None, 0),

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+from transformers import AutoModelForCausalLM, LlamaConfig
 
 FLOP_FORMULA = "6·N·T + 6·L·d·T² per row of T tokens (N: parameters but an untied input embedding; L layers; " \
                "d = heads × head_dim; causal QKᵀ and AV, forward + backward)"
@@ -87,8 +88,6 @@ def train_flops(s: Shape, length: int, rows: int = 1) -> int:
 
 def shape_config(s: Shape):
     """The HF ``LlamaConfig`` of shape ``s``: sdpa attention, no cache, positions up to 8x its longest length."""
-    from transformers import LlamaConfig
-
     return LlamaConfig(vocab_size=s.vocab, hidden_size=s.hidden, intermediate_size=s.intermediate,
                        num_hidden_layers=s.layers, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
                        max_position_embeddings=max(s.lengths) * 8, tie_word_embeddings=s.tied,
@@ -99,8 +98,6 @@ def shape_config(s: Shape):
 def build_model(s: Shape, device: torch.device, dtype: torch.dtype, seed: int = 0):
     """A freshly initialised (seeded) Llama of shape ``s`` (:func:`shape_config`) made directly on ``device`` in
     ``dtype``."""
-    from transformers import AutoModelForCausalLM
-
     cfg = shape_config(s)
     torch.manual_seed(seed)
     with torch.device(device):

@@ -38,9 +38,19 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from pydoc_data.topics import topics
 from typing import Callable
 
+from tqdm.auto import tqdm
+
 from repro.bench.kill_process import KillBenchError, killed_run, partial_files, run_once, temp_entries
+from repro.cli.train import TOKENIZER_LAST
+from repro.data.corpus import iter_synthetic
+from repro.data.tokenizer import train_tokenizer
+from repro.io import atomic_write_json, atomic_write_text
+from repro.models import build_tiny
+from repro.profiles import ModelConfig
+from repro.tasks.summary import summarize
 
 KINDS: tuple[str, ...] = ("train", "evaluate", "notebook")
 """The kinds of work, in the order they run."""
@@ -67,8 +77,6 @@ def _metrics(path: Path) -> list[dict]:
 def eval_consistency(out: Path) -> list[str]:
     """What is wrong with an evaluation folder as a reader would take it: a ``summary.json`` that exists must
     match ``predictions.jsonl`` (every cell's ``n`` and accuracy) and the command's tasks, lengths and samples."""
-    from repro.tasks.summary import summarize
-
     summary = out / "summary.json"
     if not summary.exists():
         return []
@@ -128,13 +136,6 @@ class Kind:
 
 def make_assets(root: Path) -> dict[str, Path]:
     """A tiny random Llama with its tokenizer (``model/``) and a folder of Python's documentation (``texts/``)."""
-    from pydoc_data.topics import topics
-
-    from repro.data.corpus import iter_synthetic
-    from repro.data.tokenizer import train_tokenizer
-    from repro.models import build_tiny
-    from repro.profiles import ModelConfig
-
     model, texts = root / "model", root / "texts"
     if not (model / "config.json").exists():
         tok = train_tokenizer([t for _, t in sorted(topics.items())][:120] + [d.text for d in iter_synthetic(100)],
@@ -152,8 +153,6 @@ def make_assets(root: Path) -> dict[str, Path]:
 
 def kinds(assets: dict[str, Path]) -> dict[str, Kind]:
     """The three kinds of work on ``assets`` (:func:`make_assets`)."""
-    from repro.cli.train import TOKENIZER_LAST
-
     py = sys.executable
 
     def train_cmd(d: Path) -> list[str]:
@@ -292,8 +291,6 @@ def kill_times(duration: float, n: int, seed: int) -> list[float]:
 def run_kind(kind: Kind, root: Path, trials: int, seed: int, aim_every: int = AIM_EVERY,
              progress: bool = True) -> dict:
     """The uninterrupted reference run of ``kind`` then ``trials`` killed trials; the kind's row and trials."""
-    from tqdm.auto import tqdm
-
     t0 = time.perf_counter()
     ref = root / kind.name / "reference"
     ref.mkdir(parents=True, exist_ok=True)
@@ -341,8 +338,6 @@ def run(trials: int = 10, out: str | Path = "runs/bench", kind_names: tuple[str,
         work: str | Path | None = None, aim_every: int = AIM_EVERY, progress: bool = True) -> dict:
     """The benchmark: assets, then each kind's reference run and trials; writes ``kill.json`` and ``kill.md``
     under ``out`` and returns the JSON record."""
-    from repro.io import atomic_write_json, atomic_write_text
-
     unknown = [k for k in kind_names if k not in KINDS]
     if unknown:
         raise ValueError(f"unknown kind(s) {unknown}; allowed: {', '.join(KINDS)}")

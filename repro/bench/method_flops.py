@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from repro.methods.longce import LongCEConfig, window_plan
+
 
 @dataclass(frozen=True)
 class Dims:
@@ -84,8 +86,6 @@ def ce_flops(d: Dims, T: int) -> float:
 def longce_window_flops(d: Dims, T: int, window: int, stride: int) -> float:
     """LongCE's short windows of one row (forwards without gradient: body, attention, the head on the scored
     targets) and the extra head forward of the full pass's per-target losses."""
-    from repro.methods.longce import LongCEConfig, window_plan
-
     total = T * d.head
     for _, n in window_plan(T, LongCEConfig(window=window, stride=stride)):
         total += (window + n) * d.body + d.attention(0, window + n) + n * d.head

@@ -28,12 +28,16 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from repro.attention.doc_masked import check_attn_implementation
+from repro.bench.doc_attention import measure_rows
+from repro.bench.reorder import fit_costs
+from repro.bench.reorder_sim import CostModel, simulate
+from repro.methods.prepared import PreparedBatches
+
 
 def recipe_rows(prepared: str | Path, steps: int | None = None) -> list[dict[str, np.ndarray]]:
     """The first ``steps`` batches of a prepared-batches folder (:mod:`repro.methods.prepared`), each a dict of
     ``input_ids``, ``position_ids``, ``doc_ids``, ``weights``."""
-    from repro.methods.prepared import PreparedBatches
-
     pb = PreparedBatches(prepared)
     n = pb.steps if steps is None else min(steps, pb.steps)
     return [{k: v for k, v in pb.batch(s).items() if k in ("input_ids", "position_ids", "doc_ids", "weights")}
@@ -47,10 +51,6 @@ def measure_pl_throughput(model: torch.nn.Module, batches: Sequence[dict[str, np
     interleaved round), ...}}, "simulated": {k: {order: {"seconds" (per step), "total", "ratio", "round_ratios"}}},
     "fit": {..., "rounds"}, "rows": [B, T], "docs_per_row"}`` (:func:`_simulated` says what ``round_ratios`` are).
     ``batches``: the recipe's steps (the first is timed in the single-process arms)."""
-    from repro.bench.doc_attention import measure_rows
-    from repro.bench.reorder import fit_costs
-    from repro.bench.reorder_sim import CostModel
-
     if not batches or rounds < 1 or group < 1 or any(k < 1 for k in workers):
         raise ValueError(f"{len(batches)} batches, rounds={rounds}, group={group}, workers={workers}; allowed: at "
                          "least one batch, rounds >= 1, group >= 1, workers >= 1")
@@ -62,8 +62,6 @@ def measure_pl_throughput(model: torch.nn.Module, batches: Sequence[dict[str, np
     steps = [micro[i:i + group * len(batches[0]["input_ids"])]
              for i in range(0, len(micro), group * len(batches[0]["input_ids"]))]
     if fit:
-        from repro.attention.doc_masked import check_attn_implementation
-
         m = copy.deepcopy(model).train()
         m.set_attn_implementation(check_attn_implementation("sdpa_varlen"))
         prev = torch.get_num_threads()
@@ -89,8 +87,6 @@ def _simulated(steps, workers: int, cost, round_costs: Sequence) -> dict:
     per step, ``total``, ``ratio`` to unsorted), each order also with ``round_ratios``: its ratio under each of
     ``round_costs`` (the cost model fitted on one timed round alone; empty without a fit), the spread that says how
     much the fit's timing noise moves the ratio."""
-    from repro.bench.reorder_sim import simulate
-
     out = {o: dict(r) for o, r in simulate(steps, workers, cost).items() if isinstance(r, dict)}
     for o in out:
         out[o]["round_ratios"] = []

@@ -30,11 +30,13 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
+from repro.bench.reorder_dist import run_distributed
 from repro.bench.reorder_model import MODEL, tiny_model, train_pass
 from repro.bench.reorder_sim import ORDERS, CostModel, fit_cost_model, simulate
 from repro.data.balance import sum_sq_lengths, tokens
 from repro.data.packing import chunk_document, lm_segment, pack_rows
 from repro.io import atomic_write_json
+
 
 def _rows(lengths: Sequence[int], seq_len: int, vocab: int, rng: np.random.Generator, chunk: bool):
     """Documents of ``lengths`` packed into rows; with ``chunk``, cut to the row length first, the full chunks
@@ -157,8 +159,6 @@ def run(seq_len: int = 2048, n_steps: int = 16, micro_per_step: int = 64, worker
     Returns ``{"config", "fit", "simulated": {cost model: {k: {order: {"total", "ratio"}}}}, "distributed":
     {work: ...}}`` (:func:`repro.bench.reorder_dist.run_distributed`); ``paper_like`` costs are in units of one
     token's linear-layer time, ``cpu_fitted`` in seconds."""
-    from repro.bench.reorder_dist import run_distributed
-
     if "sleep" in works and not fit:
         raise ValueError("works with 'sleep' needs fit=True (the sleeps are the fitted costs)")
     previous = torch.get_num_threads()

@@ -30,6 +30,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from repro.bench.reorder_model import tiny_model, train_pass
 from repro.bench.reorder_sim import ORDERS, CostModel, deal, step_time
@@ -70,8 +71,6 @@ def _sync_buffer(model) -> torch.Tensor:
 
 def _worker(rank: int, world: int, port: int, steps, work: str, cost: CostModel, orders: Sequence[str],
             repeats: int, warmup: int, seed: int, threads: int, out_path: str) -> None:
-    import torch.distributed as dist
-
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     torch.set_num_threads(threads)
     dist.init_process_group("gloo", rank=rank, world_size=world)

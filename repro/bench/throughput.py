@@ -22,8 +22,12 @@ import time
 from dataclasses import dataclass
 
 import torch
+from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from repro.cost import step_flops
+from repro.generate import greedy_ids
+from repro.models import n_params
+from repro.train import clm_step
 
 TRAIN_ARMS: dict[str, dict] = {
     "v1 (fp32, full logits)": {"bf16": False, "chunked": False, "compile": False},
@@ -91,8 +95,6 @@ class _Arm:
         self.bf16, self.chunked = settings["bf16"], settings["chunked"]
 
     def step(self, batch) -> None:
-        from repro.train import clm_step
-
         loss, _ = clm_step(self.model, batch, self.bf16, self.chunked)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -125,8 +127,6 @@ def time_train_arms(model, vocab: int, T: int, B: int, cfg: BenchConfig,
 
 def time_hf_trainer(model, vocab: int, T: int, B: int, cfg: BenchConfig, bf16: bool, out_dir: str) -> list[float]:
     """Seconds per step of HF ``Trainer`` (AdamW, same betas, clip 1.0, no logging/saving) on the same batch."""
-    from transformers import Trainer, TrainerCallback, TrainingArguments
-
     batch = _batch(vocab, T, B)
     rows = [{"input_ids": batch["input_ids"][i], "labels": batch["input_ids"][i]} for i in range(B)]
     stamps: list[float] = []
@@ -168,8 +168,6 @@ def time_generation(model, vocab: int, T: int, cfg: BenchConfig) -> dict[str, di
     Each generator is timed with 1 new token (the prompt pass) and with ``gen_new_tokens`` (the
     difference is decoding), alternating, best of 3 each; both must return the same tokens.
     """
-    from repro.generate import greedy_ids
-
     model = copy.deepcopy(model).eval()
     ids = _batch(vocab, T, cfg.gen_prompts, seed=1)["input_ids"]
     mask = torch.ones_like(ids)
@@ -198,8 +196,6 @@ def time_generation(model, vocab: int, T: int, cfg: BenchConfig) -> dict[str, di
 
 def run_bench(model, cfg: BenchConfig = BenchConfig(), out_dir: str = "/tmp", log=print) -> list[dict]:
     """Every measurement of the module docstring, as the rows of ``TB-Throughput``."""
-    from repro.models import n_params
-
     torch.set_num_threads(cfg.threads)
     vocab = model.config.vocab_size
     layers, hidden, n = model.config.num_hidden_layers, model.config.hidden_size, n_params(model)

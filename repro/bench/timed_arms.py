@@ -35,8 +35,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from repro.arms import ArmData, build_arm, prepare_model
+from repro.bench.cdt_cost import measure_cd_step_costs, prepared_rows
+from repro.bench.selfdistill_cost import COST_ARMS, measure_rp_step_costs
+from repro.data.tokenizer import load_tokenizer
+from repro.methods.prepared import PreparedBatches
+from repro.methods.selfdistill import longce_config
+from repro.models import build_tiny, load_model, rope_parameters
+from repro.recipes.plans import TIMED_ARMS, timed_threads
 from repro.reports.cdt_training import RUN_NAMES as CD_RUN_NAMES
 from repro.reports.selfdistill_training import RUN_NAMES as RP_RUN_NAMES
+from repro.stages.arms import prepare_extension_data
+from repro.stages.cache import as_profile
+from repro.stages.corpus import build_corpus
+from repro.stages.extension import metrics
+from repro.train import Trainer
 
 GOAL = 1.15
 """The trained arms' ratio within this factor of the benchmark's."""
@@ -47,8 +60,6 @@ CD_BENCH = {run: arm for arm, run in CD_RUN_NAMES.items() if arm != "ce"}
 
 
 def _untrained_base(p, run_dir: Path, tok) -> Path:
-    from repro.models import build_tiny
-
     base = run_dir / "untrained-base"
     if not (base / "config.json").exists():
         max_pos = max(max(p.eval.lengths), p.extend.target_window) * 2
@@ -68,21 +79,6 @@ def measure_timed_arms(profile, run_dir: str | Path, arms: Sequence[str] | None 
     CD-Cost's arms on the same rows at the same threads in ``bench_steps`` interleaved rounds. Returns
     ``{"trained": {arm: [median seconds per timed step, per round]}, "rp": RP-Cost's measurement, "cd": CD-Cost's
     (or None), "threads": ..., "rounds", "steps", "settle"}``."""
-    from repro.arms import ArmData, build_arm, prepare_model
-    from repro.bench.cdt_cost import measure_cd_step_costs, prepared_rows
-    from repro.bench.selfdistill_cost import measure_rp_step_costs
-    from repro.bench.selfdistill_cost import COST_ARMS
-    from repro.data.tokenizer import load_tokenizer
-    from repro.methods.prepared import PreparedBatches
-    from repro.models import load_model, rope_parameters
-    from repro.recipes.plans import TIMED_ARMS, timed_threads
-    from repro.methods.selfdistill import longce_config
-    from repro.stages.arms import prepare_extension_data
-    from repro.stages.cache import as_profile
-    from repro.stages.corpus import build_corpus
-    from repro.stages.extension import metrics
-    from repro.train import Trainer
-
     p = as_profile(profile)
     arms = list(dict.fromkeys(["rp_standard", *(arms or TIMED_ARMS)]))
     if bad := [a for a in arms if a not in TIMED_ARMS]:

@@ -5,13 +5,12 @@
 
 from __future__ import annotations
 
+from repro.claims import cdt, longrecipe, prolong, selfdistill
 from repro.reports.headline import Headline
 
 
 def all_headlines() -> dict[str, Headline]:
     """Every declared headline, by target id."""
-    from repro.claims import cdt, longrecipe, prolong, selfdistill
-
     out: dict[str, Headline] = {}
     for module in (longrecipe, selfdistill, cdt, prolong):
         clash = set(out) & set(module.HEADLINES)

@@ -23,7 +23,11 @@ Prints one line per check (``ok`` / ``missing`` / ``error``) and returns 0 only 
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 import tempfile
 import time
 import traceback
@@ -31,7 +35,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+import torch
+from huggingface_hub import try_to_load_from_cache
+
+from repro.accel import load_deepspeed_config
+from repro.arms import METHOD_NAMES, ArmData, build_arm, extension_arms, prepare_model
+from repro.cli import data as cli_data
 from repro.cli.common import CLIError
+from repro.data.corpus import iter_code, iter_prose
+from repro.data.long_sources import source_documents, split_by_length
+from repro.data.streams import TokenStream
+from repro.data.tokenizer import train_tokenizer
+from repro.io import read_jsonl
+from repro.methods.arms import parse_arm
+from repro.models import build_tiny, load_model
+from repro.paths import REPO
+from repro.profiles import PL_SOURCES, ModelConfig, get_profile, scaled_profile
+from repro.methods.prolong import arm_length, long_threshold
+from repro.train import Trainer
 
 STEP_TARGET = 256
 """Target window of the one-step checks."""
@@ -58,8 +80,6 @@ class Report:
 
 def _local(spec_path: str) -> Path | None:
     """An existing path for a profile's relative path (the working folder first, then the repository)."""
-    from repro.paths import REPO
-
     for p in (Path(spec_path), REPO / spec_path):
         if p.exists():
             return p
@@ -68,9 +88,6 @@ def _local(spec_path: str) -> Path | None:
 
 def check_configs(p, report: Report) -> None:
     """Every arm of the profile parses and gets a training config."""
-    from repro.methods.arms import parse_arm
-    from repro.arms import build_arm, extension_arms
-
     arms = extension_arms(p)
     bad = []
     for name in arms:
@@ -102,8 +119,6 @@ def check_sources(p, report: Report) -> None:
 
 def _hub_cached(repo_id: str) -> Path | None:
     try:
-        from huggingface_hub import try_to_load_from_cache
-
         hit = try_to_load_from_cache(repo_id, "config.json")
     except Exception:  # noqa: BLE001  (an id the cache cannot parse is simply not there)
         return None
@@ -112,12 +127,6 @@ def _hub_cached(repo_id: str) -> Path | None:
 
 def check_accel(p, report: Report) -> None:
     """``configs/*.json`` parse; the profile's DeepSpeed config resolves for every arm's rows per step."""
-    import json
-
-    from repro.accel import load_deepspeed_config
-    from repro.paths import REPO
-    from repro.methods.prolong import arm_length
-
     for f in sorted((REPO / "configs").glob("*.json")):
         try:
             json.loads(f.read_text())
@@ -143,23 +152,17 @@ def check_accel(p, report: Report) -> None:
 
 def step_profile(p):
     """``p`` resized for the one-step checks, and the substitutions made."""
-    from repro.profiles import scaled_profile
-
     notes, sections = [], {"extend": {"threads": 0, "checkpoint_every": 0, "workers": 1}}
     if p.model.attn_implementation != "sdpa":
         sections["model"] = {"attn_implementation": "sdpa"}
         notes.append(f"attention {p.model.attn_implementation} -> sdpa")
     if any(_local(s.partition(":")[2]) is None for _, s in p.prolong.sources if not s.startswith("corpus:")):
-        from repro.profiles import PL_SOURCES
-
         names = [n for n, _ in p.prolong.sources]
         if sorted(names) == sorted(n for n, _ in PL_SOURCES):
             sections["prolong"] = {"sources": PL_SOURCES}
             notes.append("ProLong streams -> built-in corpus:*")
     sections.setdefault("prolong", {})["long_threshold"] = 0
     if p.run.device.startswith("cuda"):
-        import torch
-
         if not torch.cuda.is_available():
             sections["run"] = {"device": "cpu", "dtype": "float32"}
             notes.append(f"run.device {p.run.device} -> cpu (no CUDA device here)")
@@ -171,18 +174,6 @@ def step_profile(p):
 
 def step_methods(p, methods: Sequence[str], report: Report, workdir: Path) -> None:
     """One optimizer step of each method on a tiny random Llama through the recipes (as the stages build them)."""
-    import numpy as np
-
-    from repro.cli import data as cli_data
-    from repro.data.corpus import iter_code, iter_prose
-    from repro.data.tokenizer import train_tokenizer
-    from repro.io import read_jsonl
-    from repro.models import build_tiny, load_model
-    from repro.profiles import ModelConfig
-    from repro.arms import METHOD_NAMES, ArmData, build_arm, prepare_model
-    from repro.methods.prolong import long_threshold
-    from repro.train import Trainer
-
     q, notes = step_profile(p)
     t0 = time.perf_counter()
     docs_text = [d.text for d in [*iter_code(300_000), *iter_prose(300_000)]]
@@ -225,13 +216,6 @@ def step_methods(p, methods: Sequence[str], report: Report, workdir: Path) -> No
 def engine_step(p, report: Report, workdir: Path, timeout: float = 900) -> None:
     """One step of ``pose`` through the profile's DeepSpeed config in a child process (the command a user runs,
     single process) on :func:`step_methods`' tiny model (``workdir / "tiny"``) and the built-in code corpus."""
-    import os
-    import subprocess
-    import sys
-
-    from repro.io import read_jsonl
-    from repro.paths import REPO
-
     ds = p.extend.deepspeed_config
     if not ds:
         report.add("engine", "deepspeed", "ok", "none configured")
@@ -261,16 +245,10 @@ def engine_step(p, report: Report, workdir: Path, timeout: float = 900) -> None:
 
 
 def _spec_docs(spec, corpus, tok, threshold):
-    from repro.data.long_sources import source_documents
-
     return source_documents(spec, corpus, tok, threshold)
 
 
 def _streams(q, docs: dict) -> list:
-    from repro.data.long_sources import split_by_length
-    from repro.data.streams import TokenStream
-    from repro.methods.prolong import long_threshold
-
     thr = long_threshold(q)
     return [TokenStream(n, split_by_length(docs[s], thr, n in q.prolong.long_streams), seed=q.extend.seed)
             for n, s in q.prolong.sources]
@@ -280,9 +258,6 @@ def dry_run(profile: str, methods: Sequence[str] | None = None, workdir: str | P
             engine: bool = True) -> int:
     """Run every check of the module docstring on ``profile`` (``engine=False``: all but the DeepSpeed step); 0 when
     all are ok, else 1."""
-    from repro.profiles import get_profile
-    from repro.arms import METHOD_NAMES
-
     known = METHOD_NAMES
     methods = list(methods or known)
     if bad := [m for m in methods if m not in known]:

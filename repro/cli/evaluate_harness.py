@@ -16,12 +16,13 @@ from pathlib import Path
 
 from repro.cli.common import (CLIError, check_out, device_args, load_cli_model, load_tokenizer_from, model_dir,
                               output_dir)
+from repro.cli.evaluate_outputs import clear_summary, write_outputs
+from repro.harness import offline
+from repro.tasks.summary import markdown
 
 
 def main(args: argparse.Namespace) -> int:
     """Resolve and build the harness tasks (every missing dataset fails here), load the model, evaluate, write."""
-    from repro.harness import offline
-
     if args.depths != [0.5]:
         raise CLIError("--depths is the suite's option; lm-eval's tasks place their evidence themselves; allowed: "
                        "--harness without --depths")
@@ -30,12 +31,11 @@ def main(args: argparse.Namespace) -> int:
         offline.go_offline(args.cache, args.essays)  # before lm-eval, datasets or nltk is imported
     except ValueError as e:
         raise CLIError(f"--essays: {e}") from e
-    from repro.cli.evaluate_outputs import clear_summary, write_outputs
+    # imported after go_offline: lm-eval, datasets, nltk and transformers read its switches when first imported
     from repro.harness.results import harness_versions
     from repro.harness.ruler import DoesNotFit
     from repro.harness.run import HarnessRun, evaluate, prepare, quiet_lm_eval_logs
     from repro.harness.tasks import MissingData, groups_of
-    from repro.tasks.summary import markdown
 
     quiet_lm_eval_logs(not args.no_progress)
     tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")

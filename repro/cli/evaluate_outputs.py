@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import repro.io  # the module: its writers are looked up at each call (tests stand in for them)
 from repro.tasks.summary import markdown, summarize
 
 
@@ -18,10 +19,9 @@ def clear_summary(out: Path) -> None:
 def write_outputs(out: Path, rows: list[dict], meta: dict, lengths, skipped: list[dict]) -> list[dict]:
     """Write ``predictions.jsonl``, then ``summary.json`` (``meta``, the cells, the skipped cells) and
     ``summary.md``, each atomically, the summary last; returns the cells."""
-    from repro.io import atomic_write_json, atomic_write_text
-
     cells = summarize(rows)
-    atomic_write_text(out / "predictions.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    atomic_write_json(out / "summary.json", {**meta, "cells": cells, "skipped": skipped})
-    atomic_write_text(out / "summary.md", markdown(cells, lengths))
+    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    repro.io.atomic_write_text(out / "predictions.jsonl", lines)
+    repro.io.atomic_write_json(out / "summary.json", {**meta, "cells": cells, "skipped": skipped})
+    repro.io.atomic_write_text(out / "summary.md", markdown(cells, lengths))
     return cells

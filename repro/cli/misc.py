@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import argparse
 
+from repro.bench import gpu_cli
+from repro.profiles import DESCRIPTIONS, PROFILES, get_profile
+
 
 def add_parsers(sub) -> None:
     """The three subcommands' arguments."""
@@ -14,7 +17,6 @@ def add_parsers(sub) -> None:
     b.add_argument("--profile", default="tiny", help="whose model is benchmarked (random weights; default tiny)")
     b.add_argument("--figures-dir", default="figures", help="where TB-Throughput.{csv,md} go (default figures/)")
     b.add_argument("--quick", action="store_true", help="fewer steps, no HF Trainer or side-by-side arm (a check)")
-    from repro.bench import gpu_cli
 
     gpu_cli.add_parser(b)
     s_ = sub.add_parser("base-search", help="train and score base-model candidates (TB-BaseSearch)")
@@ -27,22 +29,21 @@ def add_parsers(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run ``profiles``, ``bench`` or ``base-search``."""
     if args.cmd == "bench" and getattr(args, "bench_what", None) == "gpu":
-        from repro.bench.gpu import gpu_main
+        from repro.bench.gpu import gpu_main  # lazy: keeps every other command's start light
 
         return gpu_main(args.gpu_quick, args.gpu_figures_dir, args.gpu_budget_s, args.gpu_device)
     if args.cmd == "bench" and getattr(args, "bench_what", None) == "costs":
-        from repro.bench.costs import costs_main
+        from repro.bench.costs import costs_main  # lazy: keeps every other command's start light
 
         return costs_main(args.costs_profile, args.costs_figures_dir, args.costs_quick)
     if args.cmd == "bench":
-        from repro.bench.cli import bench_main
+        from repro.bench.cli import bench_main  # lazy: keeps every other command's start light
 
         return bench_main(args.profile, args.figures_dir, args.quick)
     if args.cmd == "base-search":
-        from repro.pipeline import base_search
+        from repro.pipeline import base_search  # lazy: keeps every other command's start light
 
         return base_search(args.names, args.run_dir, args.threads, args.figures_dir)
-    from repro.profiles import DESCRIPTIONS, PROFILES
 
     for name in PROFILES:
         print(f"{name:>6}: {DESCRIPTIONS[name]}{model_size(name)}")
@@ -52,15 +53,15 @@ def main(args: argparse.Namespace) -> int:
 def model_size(profile: str) -> str:
     """``" (model: <layers> layers, hidden <h>, <n> parameters)"`` for a profile whose model is built here,
     counted from its config on the meta device (no weights allocated); empty for a pretrained model."""
+    # lazy: torch and transformers only for `profiles`; --help and the other commands start without them
     import torch
 
-    from repro.models import n_params, tiny_config
-    from repro.profiles import get_profile
+    from repro.models import n_params, tiny_config  # lazy: loads transformers (as above)
 
     p = get_profile(profile)
     if p.model.pretrained:
         return f" (model: {p.model.pretrained})"
-    from transformers import LlamaForCausalLM
+    from transformers import LlamaForCausalLM  # lazy: as torch above
 
     with torch.device("meta"):
         model = LlamaForCausalLM(tiny_config(p.model, p.tokenizer.vocab_size, p.extend.target_window, 0, 1, 2))

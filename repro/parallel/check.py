@@ -22,7 +22,18 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from accelerate import Accelerator
+from accelerate.utils import DeepSpeedPlugin
+from transformers import LlamaConfig, LlamaForCausalLM
 
+from repro.attention.doc_masked import register as register_varlen
+from repro.loss import weighted_clm_loss
+from repro.models import forward
+from repro.parallel.config import parallelism_config
+from repro.parallel.sequence import shard_loss_sum, shard_row
+from repro.parallel.step import row_attention, shard_forward
+from repro.parallel.ulysses import register, sequence_parallel
 from repro.parallel.workers import run_workers
 
 TINY = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
@@ -34,8 +45,6 @@ CASE_KEYS: tuple[str, ...] = ("input_ids", "position_ids", "doc_ids", "weights")
 
 def tiny_model(seed: int = 0, attn_implementation: str = "sdpa") -> torch.nn.Module:
     """:data:`TINY` in float64, seeded (identical in every process), dropout off."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     torch.manual_seed(seed)
     cfg = LlamaConfig(**TINY, max_position_embeddings=8192, use_cache=False, attention_dropout=0.0,
                       attn_implementation="sdpa")
@@ -51,10 +60,6 @@ def _grads(model: torch.nn.Module) -> np.ndarray:
 def reference(case: Mapping, seed: int = 0) -> dict[str, np.ndarray]:
     """Single-process full-row forward + backward: ``logits`` (rows, T, V), ``loss`` and ``grads`` (the
     parameters' gradients flattened in ``named_parameters`` order)."""
-    from repro.attention.doc_masked import register as register_varlen
-    from repro.loss import weighted_clm_loss
-    from repro.models import forward
-
     model = tiny_model(seed, register_varlen())
     t = {k: torch.as_tensor(np.asarray(case[k])) for k in CASE_KEYS if case.get(k) is not None}
     logits = forward(model, t["input_ids"], t["position_ids"], t.get("doc_ids")).logits
@@ -101,12 +106,6 @@ def run_check(cases: Sequence[Mapping], world: int = 2, seed: int = 0, timeout: 
 
 
 def _worker(spec_path: str, rank: int) -> None:
-    import torch.distributed as dist
-
-    from repro.parallel.sequence import shard_loss_sum, shard_row
-    from repro.parallel.step import row_attention, shard_forward
-    from repro.parallel.ulysses import register, sequence_parallel
-
     spec = json.loads(Path(spec_path).read_text())
     torch.set_num_threads(spec["threads"])
     world = spec["world"]
@@ -143,8 +142,6 @@ def _case(arrays: Mapping[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
 
 def _finish(spec: Mapping, rank: int, results: Mapping[str, np.ndarray]) -> None:
     """Write the results (atomically), wait for the group and leave it."""
-    import torch.distributed as dist
-
     tmp = Path(spec["out"]) / f"rank{rank}.tmp.npz"
     np.savez(tmp, **results)
     os.replace(tmp, Path(spec["out"]) / f"rank{rank}.npz")
@@ -156,12 +153,6 @@ def _deepspeed_results(spec: Mapping, arrays: Mapping[str, np.ndarray], rank: in
     """Every case through a model prepared by accelerate with DeepSpeed's Ulysses (``sp_size = world``, core
     attention sdpa, ZeRO stage 0): the shard's logits and loss part. DeepSpeed's wrapper drops the attention mask
     and attends causally over the gathered row, so only one-document rows are meaningful here."""
-    from accelerate import Accelerator
-    from accelerate.utils import DeepSpeedPlugin
-
-    from repro.parallel.config import parallelism_config
-    from repro.parallel.sequence import shard_loss_sum, shard_row
-
     os.environ.setdefault("LOCAL_RANK", str(rank))
     os.environ.setdefault("LOCAL_WORLD_SIZE", str(world))
     ds = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 0}}

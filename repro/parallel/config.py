@@ -28,6 +28,9 @@ and flash-attn cores.
 
 from __future__ import annotations
 
+from accelerate import ParallelismConfig
+from accelerate.utils import DeepSpeedSequenceParallelConfig
+
 SP_BACKENDS: tuple[str, ...] = ("deepspeed", "torch")
 """Sequence-splitting backends of accelerate's ``ParallelismConfig``: DeepSpeed Ulysses/ALST (``sp_size``) or
 torch context parallelism (``cp_size``)."""
@@ -58,9 +61,6 @@ def parallelism_config(sequence_parallel: int, num_processes: int, backend: str 
     ``backend``: one of :data:`SP_BACKENDS`. ``attn_implementation``: DeepSpeed Ulysses' core attention
     (:data:`SP_CORE_ATTENTION`). ``seq_length``: fixed row length for DeepSpeed (None: variable lengths; a fixed
     one must divide by ``sequence_parallel``)."""
-    from accelerate import ParallelismConfig
-    from accelerate.utils import DeepSpeedSequenceParallelConfig
-
     dp = check_sequence_parallel(sequence_parallel, num_processes)
     if backend not in SP_BACKENDS:
         raise ValueError(f"backend={backend!r}; allowed: {', '.join(repr(b) for b in SP_BACKENDS)}")

@@ -31,6 +31,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.io import atomic_write_text
+
 GIB = 1024 ** 3
 H100_BYTES = 80e9
 """An 80 GB H100 (80 x 10^9 bytes, 74.5 GiB)."""
@@ -219,8 +221,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     text = table()
     if args.write:
-        from repro.io import atomic_write_text
-
         atomic_write_text(Path(args.write), text)
         print(f"wrote {args.write}")
     else:

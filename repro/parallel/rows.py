@@ -44,7 +44,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from repro.parallel.sequence import gathered_order, shard_indices
+from repro.attention.spans import cu_seqlens
+from repro.parallel.sequence import check_length, gathered_order, shard_indices
+from repro.parallel.step import attention_kwargs, row_attention
+from repro.parallel.ulysses import local, register, sequence_parallel
 
 
 @dataclass(frozen=True)
@@ -70,8 +73,6 @@ def split_rows(rows: RowGroup) -> Iterator[RowGroup]:
     docstring), and :data:`~repro.parallel.ulysses.SP_ULYSSES` attention works over ``rows.group``. Enter it
     around a whole step (forward and backward: the backward's all-to-alls, and recomputed layers under activation
     checkpointing, need it too)."""
-    from repro.parallel.ulysses import sequence_parallel
-
     with sequence_parallel(rows.group, rows.layout):
         _ACTIVE.append(rows)
         try:
@@ -84,8 +85,6 @@ def split_rows(rows: RowGroup) -> Iterator[RowGroup]:
 def alone() -> Iterator[None]:
     """Within the block this rank runs the model on whole inputs by itself (no sharding, local attention), e.g.
     LongCE's short windows shared out by :func:`share`."""
-    from repro.parallel.ulysses import local
-
     with local():
         _ACTIVE.append(None)
         try:
@@ -203,10 +202,6 @@ def decoder_hidden(model: torch.nn.Module, input_ids: torch.Tensor, position_ids
     """The full rows' final hidden states (B, T, H) from the decoder run on this rank's tokens (module docstring).
     ``input_ids``, ``position_ids``, ``doc_ids`` and ``inputs_embeds`` (in ``kwargs``) are the full rows; no key/
     value cache."""
-    from repro.attention.spans import cu_seqlens
-    from repro.parallel.sequence import check_length
-    from repro.parallel.step import attention_kwargs, row_attention
-
     if kwargs.get("past_key_values") is not None or kwargs.get("use_cache"):
         raise ValueError("a sequence-parallel decoder call keeps no key/value cache; allowed: use_cache=False")
     kwargs = {k: v for k, v in kwargs.items() if k not in ("attention_mask", "past_key_values", "use_cache")}
@@ -234,8 +229,6 @@ def setup(model: torch.nn.Module, accelerator, size: int, layout: str = "contigu
     it): the process groups (:func:`new_groups`, collective) and :data:`~repro.parallel.ulysses.SP_ULYSSES` as
     its attention (its core: one causal sdpa call over the full row, or per document for packed rows). ValueError
     when the run has no multi-process engine or its process count is not a multiple of ``size``."""
-    from repro.parallel.ulysses import register
-
     world = 1 if accelerator is None else accelerator.num_processes
     if accelerator is None or world % size:
         raise ValueError(f"sequence_parallel={size} needs a multiple of {size} processes started by a launcher "

@@ -26,6 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from repro.attention.spans import starts_mask
+
 LAYOUTS: tuple[str, ...] = ("contiguous", "zigzag")
 """Sequence layouts: ``contiguous`` (one slice per rank) and ``zigzag`` (chunks ``r`` and ``2W-1-r``)."""
 IGNORE = -100
@@ -108,8 +110,6 @@ def shift_targets(input_ids, weights=None) -> tuple[np.ndarray, np.ndarray]:
 def _doc_starts(batch: Mapping, length: int, shape: tuple) -> np.ndarray:
     """True at each token that starts a document of the full row: where ``doc_ids`` changes if given, else where
     ``position_ids`` restarts at 0 (:func:`repro.attention.spans.starts_mask`); the row's first token always."""
-    from repro.attention.spans import starts_mask
-
     if batch.get("doc_ids") is not None:
         starts = starts_mask(doc_ids=_as_rows(batch["doc_ids"], "doc_ids").reshape(-1, length))
     elif batch.get("position_ids") is not None:

@@ -35,6 +35,7 @@ from typing import Iterator
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from transformers import AttentionInterface, AttentionMaskInterface
 
 from repro.attention.doc_masked import doc_mask, sdpa_varlen_attention_forward, varlen_sdpa
 from repro.attention.spans import cu_seqlens
@@ -199,8 +200,6 @@ def ulysses_attention_forward(module: torch.nn.Module, query: torch.Tensor, key:
 def register() -> str:
     """Register :data:`SP_ULYSSES` in transformers' attention and mask registries (idempotent); returns the name
     for ``attn_implementation=`` or ``model.set_attn_implementation``."""
-    from transformers import AttentionInterface, AttentionMaskInterface
-
     AttentionInterface.register(SP_ULYSSES, ulysses_attention_forward)
     AttentionMaskInterface.register(SP_ULYSSES, doc_mask)
     return SP_ULYSSES

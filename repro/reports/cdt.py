@@ -18,7 +18,7 @@ from repro.reports.cdt_analysis import headline, seed_note, seed_widened
 from repro.reports.common import Report, Scores, label, missing_note, scale_note, show
 from repro.reports.noise import GapTest, macro
 from repro.reports.seeds import cell, multi_seed_note, per_seed, pooled, seed_groups, seed_mean_std, seeds_label
-from repro.reports.testbed import doable_caption, base_can_do, doable_ruler
+from repro.reports.testbed import base_can_do, doable_caption, doable_ruler
 from repro.tasks.summary import BABILONG, MULTIHOP, RULER_TASKS
 
 CD_NAMES = {"base": "Llama-3-8B-Base", "rp_standard": "+ CE", "rp_longce": "+ LongCE", "cdt": "+ CDT",

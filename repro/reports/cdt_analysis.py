@@ -17,8 +17,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from repro.analysis.cdt_scores import DETECTORS
 from repro.analysis.ig import CRITICAL, TYPES
 from repro.claims import headline_of
+from repro.claims.cdt import HEADLINES
 from repro.profiles import Profile
 from repro.reports.common import Report, model_note
 from repro.reports.headline import Judgement, judge
@@ -64,8 +66,6 @@ def headline(target: str, ours: Mapping[str, float | None], se: SE, context: str
     the note the headline's result followed by ``context`` (pairs shown, never deciding)."""
     h = headline_of(target)
     if h is None:
-        from repro.claims.cdt import HEADLINES
-
         raise ValueError(f"target {target!r} has no declared headline; allowed: {', '.join(HEADLINES)}")
     return judge(h, ours, se).with_context(f"Shown, not deciding: {context}" if context else "")
 
@@ -328,8 +328,6 @@ def type_order(records: Sequence[Mapping], types_of: Sequence[Sequence[str]], B:
 
 def cd_fig7(records: Sequence[Mapping], p: Profile, evaluator: str) -> tuple[dict, Report]:
     """CD-Fig7: the share of each type among each detector's top-k context tokens, mean ± SE over samples."""
-    from repro.analysis.cdt_scores import DETECTORS
-
     data, rows = {}, []
     for d in DETECTORS:
         key = f"detect_{d}"

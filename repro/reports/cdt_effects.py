@@ -10,8 +10,9 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from repro.profiles import Profile
-from repro.reports.common import Report, model_note
 from repro.reports.cdt_analysis import SE, _fmt, exact_se, headline, paired_se, seed_note, seed_widened
+from repro.reports.common import Report, model_note
+from repro.reports.seeds import seed_groups
 from repro.stats import mean_se
 
 
@@ -178,8 +179,6 @@ def cd_fig14(maps: Mapping[str, Mapping], p: Profile, before: str = "rp_standard
     critical tokens, before (CE) and after CDT, mean ± SE over the same prompts, and the paired gap. ``maps`` may
     hold training-seed replicates (``cdt@seed1``, ...): an arm's per-prompt shares are averaged over them and the
     headline's gap is widened by their spread (:func:`seed_widened`)."""
-    from repro.reports.seeds import seed_groups
-
     groups = seed_groups(maps)
     shares = {arm: arm_shares(maps, groups[arm]) for arm in (before, after) if arm in groups}
     rows = []

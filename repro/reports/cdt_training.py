@@ -13,6 +13,7 @@ from repro.claims.cdt import PAPER_COST_ARM, PAPER_COST_RATIO
 from repro.profiles import Profile
 from repro.reports.cdt_analysis import headline
 from repro.reports.common import Report, model_note
+from repro.reports.cost_proxies import bound_columns, proxy_summary, proxy_table
 
 GOAL_RATIO = 1.7
 """The goal: a CDT step costs at most this many CE steps."""
@@ -47,8 +48,6 @@ def cd_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
     per-round ratio, its SE over the rounds, :func:`round_ratios`) below the paper's own claim
     (:data:`repro.claims.cdt.PAPER_COST_RATIO`); the goal column (:data:`GOAL_RATIO`, our FLOP estimate) and the
     authors' step are shown beside it, never deciding."""
-    from repro.reports.cost_proxies import bound_columns, proxy_summary, proxy_table
-
     runs = runs or {}
     ref_run = runs.get(RUN_NAMES["ce"])
     rows = []

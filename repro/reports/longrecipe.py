@@ -24,6 +24,7 @@ import numpy as np
 
 from repro.claims import headline_of
 from repro.claims.longrecipe import LM_LOSS, NIAH_M, RULER, SHORT_NIAH, on, split_on
+from repro.general import benchmark_accuracy
 from repro.profiles import Profile
 from repro.recipes.plans import TAB1_ARMS
 from repro.reports.common import Report, compare, direction_agrees, order_verdict, pct, scale_note, scores_of, \
@@ -46,7 +47,7 @@ NAMES = {"flt": "FLT", "rpes": "RPES", "pose": "PoSE", "longrecipe": "LongRecipe
 
 def display(name: str) -> str:
     """The paper's name of an arm (``longrecipe_r10`` -> ``LongRecipe (10%)``)."""
-    from repro.methods.arms import ratio_of
+    from repro.methods.arms import ratio_of  # lazy: repro.methods loads torch; the reports load without it
 
     pct = ratio_of(name)
     return f"LongRecipe ({pct}%)" if pct is not None else NAMES.get(name, name)
@@ -338,8 +339,6 @@ def lr_tab2(suite, lm, p: Profile, general: dict | None = None) -> Report:
 
 def _bench_cell(record: dict | None, bench: str) -> str:
     """``accuracy ± SE`` in percent of one benchmark in a general-ability record; ``n/a`` without it."""
-    from repro.general import benchmark_accuracy
-
     got = benchmark_accuracy(record, bench) if record else None
     return "n/a" if got is None else f"{100 * got[0]:.1f} ± {100 * got[1]:.1f}"
 
@@ -362,7 +361,7 @@ def lr_tab3(suite, p: Profile) -> Report:
 
 def lr_tab4(suite, p: Profile) -> Report:
     """The token-ratio sweep (100% is FLT)."""
-    from repro.methods import ratio_arm
+    from repro.methods import ratio_arm  # lazy: repro.methods loads torch; the reports load without it
 
     arms = {ratio_arm(r, p.longrecipe.sample_ratio): int(round(r * 100)) for r in p.longrecipe.ratios}
     arms["flt"] = 100

@@ -227,9 +227,7 @@ def lr_fig3(analysis, tokenizer, p: Profile, top_anchors: int = 30) -> tuple[dic
     (a POS table, an anchor table, the verdict: LR-Fig3's headline, NUM's share among the top tokens above
     each of PRON, AUX, CCONJ and ADP beyond noise, by :func:`tag_share_se`).
     """
-    import numpy as np
-
-    from repro.analysis import tokens as ta
+    from repro.analysis import tokens as ta  # lazy: it loads torch; the reports load without it
 
     tags, freq, edges = ta.pos_frequency_by_position(analysis.selected, analysis.tags, p.longrecipe.pos_bins)
     base = ta.pos_base_rate(analysis.tags)

@@ -20,9 +20,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from repro.claims import headline_of
 from repro.profiles import Profile
+from repro.recipes.plans import PL_RECALL, pl_plan
 from repro.reports.common import Report, Scores, compare, scale_note, show
 from repro.reports.headline import Judgement, judge
-from repro.reports.noise import Z, GapTest, macro
+from repro.reports.noise import GapTest, Z, macro
 from repro.reports.seeds import cell, multi_seed_note, per_seed, seed_groups, seed_mean_std, seeds_label
 
 RECIPE = "prolong"
@@ -49,8 +50,6 @@ def long_tasks(suite: Mapping[str, Mapping[str, Any]], p: Profile) -> tuple[str,
 
 
 def _doable(suite, p: Profile) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    from repro.recipes.plans import pl_plan
-
     target = p.extend.target_window
     planned = tuple(pl_plan(p, RECIPE)["long"]["tasks"])
     arms = [Scores(parts.get("long")) for n, parts in suite.items() if n != "base" and parts.get("long")]
@@ -70,8 +69,6 @@ def downstream_note(suite, p: Profile) -> str:
 
 
 def recall_tasks(tasks: Sequence[str]) -> tuple[str, ...]:
-    from repro.recipes.plans import PL_RECALL
-
     return tuple(t for t in tasks if t in PL_RECALL)
 
 
@@ -92,8 +89,6 @@ def headlines(suite, ppl: Mapping[str, Mapping[str, Any]], p: Profile) -> dict[s
 
 
 def _niah(p: Profile) -> tuple[str, ...]:
-    from repro.recipes.plans import pl_plan
-
     return tuple(pl_plan(p, RECIPE)["short"]["tasks"])
 
 
@@ -308,7 +303,7 @@ def pl_tab20(suite, ppl, p: Profile) -> Report:
 
 def pl_tab18(suite, ppl, p: Profile) -> Report:
     """RoPE base at the target: the base model's, the dynamic-NTK value, 2x (the recipe), 4x."""
-    from repro.methods.prolong import arm_rope_theta
+    from repro.methods.prolong import arm_rope_theta  # lazy: repro.methods loads torch, which the reports do not need
 
     arms = {a: f"RoPE base {arm_rope_theta(p, a):.4g}" + {"pl_rope_orig": " (base model's)",
                                                           "pl_rope_ntk": " (dynamic NTK)", RECIPE: " (2x NTK)",

@@ -7,11 +7,12 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
-from repro.profiles import Profile
 from repro.claims import headline_of
+from repro.profiles import Profile
 from repro.reports.common import Report, compare
 from repro.reports.prolong import PL_TAB3, _note, _verdict
 from repro.reports.seeds import seed_mean_std
+
 
 def pl_tab3(manifest: Mapping[str, Any], states: Mapping[str, Mapping[str, Any]], p: Profile) -> Report:
     """Tokens in long documents per source (``manifest``: ``stages.build_streams``'s), and the mix each arm

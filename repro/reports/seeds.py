@@ -17,7 +17,7 @@ from repro.stats import seed_spread
 def seed_groups(names: Iterable[str]) -> dict[str, tuple[str, ...]]:
     """Arm -> its replicate names, the plain name first, then ``@seed1``, ``@seed2``, ... (arms in order of
     first appearance)."""
-    from repro.methods.arms import split_seed  # imported here: the reports load without torch
+    from repro.methods.arms import split_seed  # lazy: repro.methods loads torch; the reports load without it
 
     groups: dict[str, list[tuple[int, str]]] = {}
     for n in names:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from repro.profiles import Profile
 from repro.reports.common import Report, direction_agrees, missing_note, scale_note, scores_of, show
-from repro.reports.selfdistill import verdict_of
 from repro.reports.noise import GapTest, macro
+from repro.reports.selfdistill import verdict_of
 from repro.reports.testbed import doable_caption, doable_ruler
 from repro.tasks.summary import RULER_TASKS
 
@@ -42,7 +42,7 @@ TABLES: dict[str, tuple[str, dict[str, float]]] = {
 def rp_ablation(suite, p: Profile, target_id: str) -> Report:
     """One of RP-Tab8-11 from ``suite`` (``{checkpoint: {part: record}}`` with the ablation arms' ``ruler`` parts
     and the base's ``window`` part, from which the tasks the base can do are read)."""
-    from repro.methods.arms import RP_ARMS
+    from repro.methods.arms import RP_ARMS  # lazy: repro.methods loads torch; the reports load without it
 
     if target_id not in TABLES:
         raise ValueError(f"target_id={target_id!r}; allowed: {', '.join(TABLES)}")

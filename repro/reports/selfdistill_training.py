@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 from repro.claims.selfdistill import PAPER_RATIO_KEY
 from repro.profiles import Profile
 from repro.reports.common import Report, scale_note, scores_of, show
+from repro.reports.cost_proxies import bound_columns, proxy_summary, proxy_table
 from repro.reports.headline import Judgement
 from repro.reports.noise import PROMPT_KEY, GapTest, align, by_prompt, macro
 from repro.reports.seeds import cell, seed_groups
@@ -89,8 +90,6 @@ def rp_cost(bench: Mapping[str, Mapping[str, Any]], p: Profile,
     trained arms' rows at their thread count), where given the trained arms' own median seconds per step (``runs``:
     checkpoint name -> seconds; each trained alone, :data:`repro.recipes.plans.TIMED_ARMS`), and the proxy table
     (``proxies``: :func:`repro.bench.cost_proxies.measure_proxies`)."""
-    from repro.reports.cost_proxies import bound_columns, proxy_summary, proxy_table
-
     ref_run = (runs or {}).get("rp_standard")
     rows = []
     for name, r in bench.items():

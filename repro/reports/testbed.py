@@ -7,6 +7,8 @@ averages over the tasks the base can do (:func:`doable_ruler`) beside all 13.
 
 from __future__ import annotations
 
+import csv
+import io
 from typing import Any, Mapping, Sequence
 
 from repro import stats
@@ -80,9 +82,6 @@ def tidy_rows(suite) -> list[dict]:
 
 def tidy_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     """:func:`tidy_rows` as CSV text (columns :data:`TIDY_COLUMNS`)."""
-    import csv
-    import io
-
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(TIDY_COLUMNS), extrasaction="ignore", lineterminator="\n")
     w.writeheader()

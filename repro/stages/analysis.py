@@ -7,13 +7,16 @@ from pathlib import Path
 
 import numpy as np
 
+from repro.analysis import tokens as ta
+from repro.analysis.tokens import TokenAnalysis
 from repro.io import atomic_dir, atomic_write_json, read_json
 from repro.manifest import environment
+from repro.models import load_model
 from repro.profiles import Profile
+from repro.stages.arms import train_arm
 from repro.stages.base import train_base
 from repro.stages.cache import as_profile, compute_once, stage_dir
 from repro.stages.corpus import build_corpus, get_tokenizer
-from repro.stages.arms import train_arm
 from repro.stages.keys import analysis_key
 
 
@@ -41,9 +44,6 @@ def impactful_tokens(profile: Profile | str, run_dir: str | Path = "runs", force
     Returns ``{"path", "anchors" (int array), "summary" (dict)}``; the arrays are in ``analysis.npz``
     and the per-token tags in ``tags.json``.
     """
-    from repro.analysis import tokens as ta
-    from repro.models import load_model
-
     p = as_profile(profile)
     lr = p.longrecipe
     out = stage_dir(run_dir, p, "analysis", analysis_key(p))
@@ -73,8 +73,6 @@ def impactful_tokens(profile: Profile | str, run_dir: str | Path = "runs", force
 
 def load_analysis(profile: Profile | str, run_dir: str | Path = "runs", progress: bool = True):
     """The cached :class:`repro.analysis.tokens.TokenAnalysis` of :func:`impactful_tokens` (computed if missing)."""
-    from repro.analysis.tokens import TokenAnalysis
-
     path = impactful_tokens(profile, run_dir, progress=progress)["path"]
     z = np.load(path / "analysis.npz", allow_pickle=False)
     return TokenAnalysis(samples=z["samples"], changes=z["changes"], selected=z["selected"], delta=z["delta"],

@@ -13,9 +13,14 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from repro.analysis import distance_records
 from repro.analysis.distance_records import AttentionDistanceConfig
 from repro.profiles import Profile
+from repro.stages.analysis import analysis_texts
 from repro.stages.cache import as_profile, cached_json, checkpoint_id, eval_path, stage_key
+from repro.stages.checkpoints import checkpoint_path
+from repro.stages.corpus import get_tokenizer
+from repro.stages.keys import corpus_key
 
 RP_CHECKPOINTS: tuple[str, ...] = ("base", "flt", "rp_standard", "rp_pose", "rp_skip", "rp_cyclic")
 """The models of RP-Fig2: the base, FLT, and the self-distillation comparison's arms (standard full-length
@@ -30,8 +35,6 @@ def model_distances(path: str | Path, texts: Sequence[str], length: int, cfg: At
                     progress: bool = True, label: str | None = None, device=None, dtype=None) -> dict:
     """:func:`repro.analysis.distance_records.model_distances` (on ``device`` as ``dtype``), cached at
     ``cache_file`` when given."""
-    from repro.analysis import distance_records
-
     def compute() -> dict:
         return distance_records.model_distances(path, texts, length, cfg, tokenizer=tokenizer, progress=progress,
                                                 label=label, device=device, dtype=dtype)
@@ -52,11 +55,6 @@ def checkpoint_distances(profile: Profile | str, names: Sequence[str] = RP_CHECK
     Returns ``{"records": {name: record}, "missing": {name: why}}``: a name not trained yet (or not a known arm)
     is skipped and listed under ``missing``.
     """
-    from repro.stages.analysis import analysis_texts
-    from repro.stages.checkpoints import checkpoint_path
-    from repro.stages.corpus import get_tokenizer
-    from repro.stages.keys import corpus_key
-
     p = as_profile(profile)
     length = p.extend.target_window
     cfg = (cfg or AttentionDistanceConfig.for_profile(p)).check(length)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repro.data.tokenizer import load_tokenizer
+from repro.methods import get_method
+from repro.models import build_tiny
 from repro.profiles import Profile
 from repro.stages.cache import as_profile, compute_once, stage_dir
 from repro.stages.corpus import build_corpus
 from repro.stages.keys import base_key
+from repro.train import TrainConfig, Trainer
 
 
 def train_base(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,
@@ -16,11 +20,6 @@ def train_base(profile: Profile | str, run_dir: str | Path = "runs", force: bool
 
     With ``model.pretrained`` set (paper profile, a user's model) that checkpoint is the base.
     """
-    from repro.data.tokenizer import load_tokenizer
-    from repro.methods import get_method
-    from repro.models import build_tiny
-    from repro.train import Trainer, TrainConfig
-
     p = as_profile(profile)
     if p.model.pretrained:
         return Path(p.model.pretrained)

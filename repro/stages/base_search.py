@@ -15,11 +15,20 @@ from __future__ import annotations
 import json
 import math
 import platform
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from repro.figures import Recorder
+from repro.models import load_model, n_params
 from repro.profiles import BASE_TASK_WEIGHTS, BASE_TRAIN_TASKS, TINY, TRAIN_TASKS, Profile
+from repro.stages.base import train_base
+from repro.stages.evaluation import evaluate_checkpoint
+from repro.stats import bernoulli_sd
+from repro.tasks.summary import task_accuracy
 
 SEARCH_EVAL_SEED = 7
 """Evaluation seed of the search's prompts (``TB-Base`` reports on seed 0)."""
@@ -91,10 +100,6 @@ def score_base(p: Profile, run_dir: str | Path = "runs", seed: int = SEARCH_EVAL
                progress: bool = True) -> dict:
     """Per-task accuracy, binomial standard error and n of profile ``p``'s base at its window, on ``TB-Base``'s
     grid drawn with evaluation seed ``seed`` (a cached evaluation record, like every evaluation)."""
-    from repro.tasks.summary import task_accuracy
-    from repro.stages.evaluation import evaluate_checkpoint
-    from repro.stats import bernoulli_sd
-
     rec = evaluate_checkpoint(p, "base", p.eval.base_tasks, run_dir, progress=progress, lengths=(p.base.window,),
                               depths=p.eval.base_depths, samples=p.eval.base_samples, seeds=(seed,), record=True)
     tasks = {t: {"acc": a, "se": bernoulli_sd(a) / math.sqrt(n), "n": n}
@@ -108,11 +113,6 @@ def run_candidate(name: str, run_dir: str | Path = "runs", log: str | Path | Non
 
     ``threads`` > 0 pins the base stage's torch threads (``base.threads``, part of its cache key: the bits
     depend on it); 0 keeps the profile's."""
-    import torch
-
-    from repro.models import load_model, n_params
-    from repro.stages.base import train_base
-
     cand = get_candidate(name)
     p = cand.profile()
     if threads:
@@ -156,10 +156,6 @@ def search_rows(log: str | Path) -> list[dict]:
 
 def search_main(names: list[str], run_dir: str, threads: int, figures_dir: str) -> int:
     """``python -m repro base-search``: list candidates, or run them and rewrite ``TB-BaseSearch``."""
-    import sys
-
-
-    from repro.figures import Recorder
 
     if not names:
         for c in CANDIDATES.values():

@@ -9,10 +9,28 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
+from tqdm.auto import tqdm
+
+from repro.analysis.attention_map import chunk_bounds, chunked_attention_map
+from repro.analysis.cdt_record import analysis_samples, cd_record, manual_step
+from repro.analysis.cdt_scores import score_sample
+from repro.analysis.ig import CRITICAL
+from repro.analysis.ig_memory import IGMemoryConfig, sweep
+from repro.analysis.typed_samples import answers_correct, typed_samples
+from repro.data.tokenizer import load_tokenizer
+from repro.methods.arms import split_seed
+from repro.models import load_model
 from repro.profiles import Profile
+from repro.stages.base import train_base
 from repro.stages.cache import as_profile, cached_json, checkpoint_id, eval_path, stage_key
+from repro.stages.cdt import task_checkpoints, train_task_model
+from repro.stages.checkpoints import available_checkpoints, checkpoint_path
+from repro.stages.corpus import get_tokenizer
+from repro.stats import mean_se
 
 
 def cd_scores(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,
@@ -20,9 +38,6 @@ def cd_scores(profile: Profile | str, run_dir: str | Path = "runs", force: bool 
     """The task model's analysis record: ``correct`` per sample, ``types`` per sample, ``scores`` (per sample),
     ``manual`` (CD-Fig4 per sample), ``sweep`` (CD-Fig8 rows), ``step`` (the manual denoising's step size).
     ``path``: analyse this HF model folder (with its tokenizer) instead of the task model."""
-    from repro.analysis.cdt_record import cd_record, manual_step
-    from repro.stages.cdt import train_task_model
-
     p = as_profile(profile)
     final = Path(path) if path else train_task_model(p, "ce", run_dir, progress=progress)
     key = stage_key("cdscores", {"ckpt": checkpoint_id(final, run_dir), "cdt": p.cdt, "window": p.base.window,
@@ -34,19 +49,6 @@ def cd_curve(profile: Profile | str, run_dir: str | Path = "runs", force: bool =
              progress: bool = True) -> dict[str, dict[int, dict]]:
     """CD-Fig10: objective (``ce``, ``cdt``) -> step -> ``accuracy`` (+ binomial ``accuracy_se``) and the IG and
     attention shares of critical tokens (mean, SE) over the analysis samples."""
-    import math
-
-    from tqdm.auto import tqdm
-
-    from repro.analysis.cdt_record import analysis_samples
-    from repro.analysis.cdt_scores import score_sample
-    from repro.analysis.typed_samples import answers_correct
-    from repro.data.tokenizer import load_tokenizer
-    from repro.models import load_model
-    from repro.analysis.ig import CRITICAL
-    from repro.stats import mean_se
-    from repro.stages.cdt import task_checkpoints, train_task_model
-
     p = as_profile(profile)
     cd = p.cdt
     out: dict[str, dict[int, dict]] = {}
@@ -77,9 +79,6 @@ def cd_memory(profile: Profile | str, run_dir: str | Path = "runs", force: bool 
               progress: bool = True) -> list[dict]:
     """CD-Mem: the IG score's peak memory and time, naive vs memory-linear, on the profile's model architecture at
     ``cdt.mem_lengths`` (each (method, length) in a fresh process capped at ``cdt.mem_cap_gib``)."""
-    from repro.analysis.ig_memory import IGMemoryConfig, sweep
-    from repro.stages.base import train_base
-
     p = as_profile(profile)
     cd = p.cdt
     base = train_base(p, run_dir, progress=progress)
@@ -102,17 +101,8 @@ def cd_attention_maps(profile: Profile | str, names: tuple[str, ...] = ("rp_stan
     attention (the question's queries) that goes to chunks holding critical (supporting or interference) tokens.
     The trained training-seed replicates of ``names`` (``cdt@seed1``, ...) are mapped too, on the same prompts (the
     report widens the gap by their spread). Untrained checkpoints are left out."""
-    import numpy as np
-
-    from repro.analysis.attention_map import chunk_bounds, chunked_attention_map
-    from repro.analysis.typed_samples import typed_samples
-    from repro.models import load_model
-    from repro.stages.checkpoints import available_checkpoints, checkpoint_path
-    from repro.stages.corpus import get_tokenizer
-
     p = as_profile(profile)
     cd, target = p.cdt, p.extend.target_window
-    from repro.methods.arms import split_seed
 
     have = available_checkpoints(p, run_dir)
     out = {}

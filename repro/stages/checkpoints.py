@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from transformers import AutoConfig
+
+from repro.arms import extension_arms
+from repro.methods import parse_arm
+from repro.methods.arms import SEED_MARK, STAGES
 from repro.profiles import Profile
 from repro.stages.cache import as_profile, stage_dir, verify_stage
-from repro.arms import extension_arms
 from repro.stages.keys import base_key, extension_key, merge_key, replay_key
 
 
@@ -18,9 +22,6 @@ def checkpoint_path(profile: Profile | str, name: str, run_dir: str | Path = "ru
     (after pretraining-data replay) and ``<arm>+merge`` (replayed model merged with the base, Eq. 8), each
     optionally with a training-seed suffix ``@seed<k>`` (its own stages: :func:`repro.stages.keys.replicate_profile`).
     """
-    from repro.methods import parse_arm
-    from repro.methods.arms import SEED_MARK
-
     p = as_profile(profile)
     a = parse_arm(name)
     arm = f"{a.arm}{SEED_MARK}{a.replicate}" if a.replicate else a.arm  # a replicate has stages of its own
@@ -42,8 +43,6 @@ def checkpoint_path(profile: Profile | str, name: str, run_dir: str | Path = "ru
 
 def available_checkpoints(profile: Profile | str, run_dir: str | Path = "runs") -> list[str]:
     """Names of the finished checkpoints in ``run_dir``: ``base``, extension arms, ratio arms, replay/merge."""
-    from repro.methods.arms import STAGES
-
     p = as_profile(profile)
     out = []
     names = ["base", *extension_arms(p)]
@@ -59,8 +58,6 @@ def available_checkpoints(profile: Profile | str, run_dir: str | Path = "runs") 
 
 def checkpoint_rope_theta(profile: Profile | str, name: str, run_dir: str | Path = "runs") -> float:
     """The RoPE base in a checkpoint's config (what a YaRN override must keep)."""
-    from transformers import AutoConfig
-
     cfg = AutoConfig.from_pretrained(str(checkpoint_path(profile, name, run_dir)))
     params = getattr(cfg, "rope_parameters", None) or {}
     return float(params.get("rope_theta", getattr(cfg, "rope_theta", as_profile(profile).model.rope_theta)))

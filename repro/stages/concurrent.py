@@ -15,11 +15,15 @@ failure cancels the jobs not yet started and is raised with the job named.
 from __future__ import annotations
 
 import importlib
+import inspect
 import multiprocessing as mp
 import time
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Sequence
+
+import torch
+from tqdm.auto import tqdm
 
 
 @dataclass(frozen=True)
@@ -61,16 +65,12 @@ def _function(spec: str):
 
 
 def _call(job: Job, progress: bool):
-    import inspect
-
     fn = _function(job.fn)
     extra = {"progress": progress} if "progress" in inspect.signature(fn).parameters else {}
     return fn(*job.args, **{**extra, **job.kwargs})
 
 
 def _init_worker(threads: int) -> None:
-    import torch
-
     if threads:
         torch.set_num_threads(threads)
 
@@ -99,7 +99,6 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, threads: int = 1, progress: 
             t0 = time.perf_counter()
             out.append((_call(j, progress), time.perf_counter() - t0))
         return out
-    from tqdm.auto import tqdm
 
     results: list[tuple[Any, float] | None] = [None] * len(jobs)
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=mp.get_context("spawn"),

@@ -8,6 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from transformers import AutoTokenizer
 
 from repro.data.corpus import Corpus, Document, iter_source, manifest
 from repro.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
@@ -56,7 +57,6 @@ def build_corpus(profile: Profile | str, run_dir: str | Path = "runs", force: bo
             t0 = time.perf_counter()
             docs = _read_documents(p)
             if p.tokenizer.pretrained:
-                from transformers import AutoTokenizer
                 tok = AutoTokenizer.from_pretrained(p.tokenizer.pretrained)
             else:
                 tok = train_tokenizer(_tokenizer_sample(docs, p.tokenizer.train_bytes), p.tokenizer.vocab_size)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from repro.io import atomic_dir, read_json
+
 
 def export_curve(stage: Path, final: Path) -> list[Path]:
     """Make every kept ``ckpt-<n>`` of a stage loadable as ``curve/step-<n>`` (its weights, the final folder's
     config and tokenizer); the final weights are ``curve/step-<steps>``. Returns the folders in step order."""
-    from repro.io import atomic_dir
-
     out = []
     ckpts = sorted(stage.glob("ckpt-*"), key=lambda c: int(c.name.split("-")[1]))
     for c in ckpts:
@@ -34,7 +34,5 @@ def curve_checkpoints(stage_final: Path) -> dict[int, Path]:
 def task_checkpoints(final: Path) -> dict[int, Path]:
     """Step -> loadable folder of the checkpoints a curve stage kept (a task fine-tune, or the plain CDT arm),
     with the final weights at the last step."""
-    from repro.io import read_json
-
     final = Path(final)
     return {**curve_checkpoints(final), int(read_json(final / "train_summary.json")["steps"]): final}

@@ -12,13 +12,22 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from repro.analysis.longppl import LongPPLConfig, aggregate, key_tokens, longppl
 from repro.data.corpus import iter_heldout_code
 from repro.data.tokenizer import load_tokenizer
+from repro.evaluate import EvalGrid, run_grid
+from repro.general import lm_eval_scores
+from repro.methods import parse_arm
+from repro.methods.arms import rp_arm
+from repro.models import forward, load_model
 from repro.profiles import Profile
+from repro.recipes.plans import TAB1_ARMS, base_window_grid, cd_plan, lr_plan, pl_plan, rp_plan, suite_plan
 from repro.stages.cache import as_profile, cached_json, checkpoint_id, eval_path, stage_key
 from repro.stages.checkpoints import checkpoint_path, checkpoint_rope_theta
 from repro.stages.corpus import build_corpus, get_tokenizer
+from repro.stages.curves import curve_checkpoints
 
 
 def evaluate_checkpoint(profile: Profile | str, name: str, tasks: tuple[str, ...] = ("niah_single_1",),
@@ -35,9 +44,6 @@ def evaluate_checkpoint(profile: Profile | str, name: str, tasks: tuple[str, ...
     (``results``, ``skipped``, ``seconds``, ``grid``, ``checkpoint``, ``rope``). ``path``: evaluate this folder
     (e.g. a checkpoint kept along training) under the label ``name`` instead of the named checkpoint.
     """
-    from repro.evaluate import EvalGrid, run_grid
-    from repro.models import load_model
-
     p = as_profile(profile)
     ckpt = Path(path) if path is not None else checkpoint_path(p, name, run_dir)
     grid = EvalGrid(tasks=tuple(tasks), lengths=tuple(lengths or p.eval.lengths),
@@ -63,8 +69,6 @@ def evaluate_base_window(profile: Profile | str, run_dir: str | Path = "runs", f
                          progress: bool = True) -> dict:
     """``TB-Base``'s grid: the base model at its own window on ``eval.base_tasks`` x ``eval.base_depths`` x
     ``eval.base_samples`` fresh prompts (evaluation seed 0); the cached record (see :func:`evaluate_checkpoint`)."""
-    from repro.recipes.plans import base_window_grid
-
     p = as_profile(profile)
     return evaluate_checkpoint(p, "base", run_dir=run_dir, force=force, progress=progress, record=True,
                                **base_window_grid(p))
@@ -73,8 +77,6 @@ def evaluate_base_window(profile: Profile | str, run_dir: str | Path = "runs", f
 def run_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
               progress: bool = True) -> dict[str, dict]:
     """Evaluate a checkpoint on every part of :func:`repro.recipes.plans.suite_plan`; part -> cached record."""
-    from repro.recipes.plans import suite_plan
-
     p = as_profile(profile)
     return _run_plan(p, name, suite_plan(p, name, rope_theta=checkpoint_rope_theta(p, name, run_dir)), run_dir,
                      force, progress)
@@ -117,10 +119,6 @@ def short_lm_loss(profile: Profile | str, name: str, run_dir: str | Path = "runs
     returns ``{"loss", "window_losses" (each window's mean, the same windows for every checkpoint, so two
     checkpoints' losses pair up), "windows", "tokens", "window", "source"}``.
     """
-    import torch
-
-    from repro.models import forward, load_model
-
     p = as_profile(profile)
     ckpt = checkpoint_path(p, name, run_dir)
     n, w = p.longrecipe.short_lm_windows, p.base.window
@@ -151,9 +149,6 @@ def run_lr_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs"
     LR-Tab1's arms also get the YaRN column; replayed and merged checkpoints (LR-Tab2) only the
     short-window part. Returns part -> cached record.
     """
-    from repro.methods import parse_arm
-    from repro.recipes.plans import TAB1_ARMS, lr_plan
-
     p = as_profile(profile)
     plan = lr_plan(p, name, checkpoint_rope_theta(p, name, run_dir), yarn=name in TAB1_ARMS)
     if parse_arm(name).stage != "extend":  # the base, replayed and merged models: short-window part only
@@ -165,9 +160,6 @@ def run_rp_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs"
                  progress: bool = True) -> dict[str, dict]:
     """Evaluate a self-distillation checkpoint on :func:`repro.recipes.plans.rp_plan` (the early grid for the
     ablation arms); part -> cached record."""
-    from repro.methods.arms import rp_arm
-    from repro.recipes.plans import rp_plan
-
     p = as_profile(profile)
     arm = rp_arm(name)
     if arm is None:
@@ -180,8 +172,6 @@ def run_cd_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs"
                  progress: bool = True) -> dict[str, dict]:
     """Evaluate a CD-Tab2 checkpoint on :func:`repro.recipes.plans.cd_plan`; part -> cached record, plus ``all``:
     the parts' rows in one record (what :func:`repro.reports.cdt.cd_tab2` reads)."""
-    from repro.recipes.plans import cd_plan
-
     p = as_profile(profile)
     out = _run_plan(p, name, cd_plan(p, name, checkpoint_rope_theta(p, name, run_dir)), run_dir, force, progress)
     out["all"] = {"results": [r for rec in out.values() for r in rec["results"]],
@@ -193,8 +183,6 @@ def run_cd_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs"
 def run_pl_suite(profile: Profile | str, name: str, run_dir: str | Path = "runs", force: bool = False,
                  progress: bool = True) -> dict[str, dict]:
     """Evaluate a checkpoint on :func:`repro.recipes.plans.pl_plan` (ProLong's ablations); part -> cached record."""
-    from repro.recipes.plans import pl_plan
-
     p = as_profile(profile)
     return _run_plan(p, name, pl_plan(p, name), run_dir, force, progress)
 
@@ -203,10 +191,6 @@ def long_doc_ppl(profile: Profile | str, name: str, run_dir: str | Path = "runs"
     """PL-Fig1's long-document perplexity: next-token loss on the second half of ``prolong.heldout_docs`` held-out
     documents cut at the target (stdlib test modules, never in the corpus), as ProLong scores the last 32K tokens
     of 64K-token PG19 books. Returns ``{"loss", "ppl", "docs", "tokens", ...}`` (cached)."""
-    import torch
-
-    from repro.models import forward, load_model
-
     p = as_profile(profile)
     target, n = p.extend.target_window, p.prolong.heldout_docs
     ckpt = checkpoint_path(p, name, run_dir)
@@ -236,11 +220,6 @@ def longppl_scores(profile: Profile | str, name: str, run_dir: str | Path = "run
     documents cut at the target window, with key tokens picked by ``cdt.longppl_evaluator`` (cached: the same
     key tokens for every checkpoint) over LongCE's windows; aggregated over documents as the official script does
     (the CE pooled over every key token)."""
-    import torch
-
-    from repro.analysis.longppl import LongPPLConfig, aggregate, key_tokens, longppl
-    from repro.models import load_model
-
     p = as_profile(profile)
     cd, target = p.cdt, p.extend.target_window
     cfg = LongPPLConfig(window=p.selfdistill.longce_window, stride=p.selfdistill.longce_stride)  # LongCE's windows
@@ -287,10 +266,6 @@ def run_rp_curve(profile: Profile | str, name: str, run_dir: str | Path = "runs"
                  progress: bool = True) -> dict[int, dict]:
     """RP-Fig4: every checkpoint kept along a curve arm's training (``rp_skip``, ``rp_standard_matched``) on the
     early grid (RULER at the target); step -> cached record (the final weights are the last step)."""
-    from repro.methods.arms import rp_arm
-    from repro.recipes.plans import rp_plan
-    from repro.stages.curves import curve_checkpoints
-
     p = as_profile(profile)
     arm = rp_arm(name)
     if arm is None or not arm.curve:
@@ -310,8 +285,6 @@ def general_abilities(profile: Profile | str, name: str, run_dir: str | Path = "
     cache). Returns the suite's summary record (``cells``, ``groups``, ``harness``), or ``{}`` when no benchmark
     is configured (the tiny profile uses :func:`short_lm_loss` instead).
     """
-    from repro.general import lm_eval_scores
-
     p = as_profile(profile)
     tasks = p.longrecipe.general_benchmarks
     if not tasks:

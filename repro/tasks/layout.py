@@ -10,6 +10,8 @@ no further unit fits (:func:`fit_count`), so lengths are exact up to one unit
 
 from __future__ import annotations
 
+import bisect
+import pydoc_data.topics as topics
 import random
 import re
 from functools import lru_cache
@@ -39,8 +41,6 @@ def prompt_tokens(tokenizer, prompt: str) -> int:
 
 def _slot(d: float, cum: Sequence[float]) -> int:
     """Unit boundary whose cumulative weight fraction is nearest ``d`` (``cum`` starts at 0)."""
-    import bisect
-
     x = d * cum[-1]
     i = bisect.bisect_left(cum, x)
     if i >= len(cum):
@@ -122,8 +122,6 @@ _SENT_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 @lru_cache(maxsize=4)
 def _default_words() -> tuple[str, ...]:
-    import pydoc_data.topics as topics
-
     return corpus_words(tuple(topics.topics[k] for k in sorted(topics.topics)))
 
 
@@ -244,8 +242,6 @@ def evidence_depths(offsets: Sequence[Span], spans: Sequence[Span], context: Spa
     (every other placed piece), so a needle placed at ``depth`` measures ``depth``
     up to one haystack unit.
     """
-    import bisect
-
     placed = sorted(set(map(tuple, spans)) | set(map(tuple, inserted)))
     starts = []
     for s, e in offsets:

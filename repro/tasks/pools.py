@@ -9,6 +9,7 @@ their CRC-32 instead (:func:`in_pool`).
 
 from __future__ import annotations
 
+import pydoc_data.topics as topics
 import random
 import re
 import zlib
@@ -136,8 +137,6 @@ def common_words(split: str) -> tuple[str, ...]:
     RULER's common/frequent-word tasks draw from wonderwords' noun/adjective/verb
     lists; this is an offline stand-in of similar size, also split train/eval.
     """
-    import pydoc_data.topics as topics
-
     text = " ".join(topics.topics[k] for k in sorted(topics.topics))
     words = sorted(set(re.findall(r"(?<![\w.])[a-z]{4,10}(?![\w.])", text)))
     return tuple(words[POOL_NAMES.index(check_pool(split))::2])
