@@ -14,6 +14,7 @@ page without running anything).
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import os
 import sys
@@ -276,7 +277,32 @@ def _stable_cell_ids(text: str) -> str:
     for cell in nb.cells:
         if "id" in cell and "injected-parameters" in cell.get("metadata", {}).get("tags", []):
             cell["id"] = INJECTED_CELL_ID
+    final_bar_lines(nb)
     return nbformat.writes(nb) + "\n"
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def final_bar_lines(nb) -> int:
+    """Give each progress bar of an executed notebook (a tqdm widget: a label, a progress bar and a text) its final
+    state as its plain-text form, one line, from the widget state the executor saved; papermill keeps only the
+    line the bar showed when it appeared (0%). Returns how many bars were rewritten."""
+    state = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    done = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            model = state.get(out.get("data", {}).get(WIDGET_VIEW, {}).get("model_id", ""), {})
+            children = model.get("state", {}).get("children", [])
+            parts = [state.get(str(c).removeprefix("IPY_MODEL_"), {}) for c in children]
+            if len(parts) != 3 or parts[1].get("model_name") != "FloatProgressModel":
+                continue
+            left, right = (html.unescape(str(p.get("state", {}).get("value", ""))).replace("\u2007", " ")
+                           for p in (parts[0], parts[2]))
+            out["data"]["text/plain"] = f"{left}|{right}".strip()
+            done += 1
+    return done
 
 
 def base_search(names: Sequence[str], run_dir: str | Path = "runs", threads: int = 0,

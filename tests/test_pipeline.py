@@ -284,3 +284,20 @@ def test_executed_notebooks_are_published_without_machine_paths(tmp_path, monkey
     cell = nbformat.reads(text, as_version=4).cells[0]
     assert cell.source == "run_dir = 'runs'" and cell.outputs[0].text == "./figures\n<env>/lib/x.py:1: warning\n"
     assert strip_machine_paths("no paths", run_dir) == "no paths"
+
+
+def test_progress_bars_of_an_executed_notebook_keep_their_final_line():
+    """Papermill stores a widget bar's first line (0%); the executed copy gets the final one from the widget state."""
+    from repro.pipeline import WIDGET_STATE, WIDGET_VIEW, final_bar_lines
+
+    def model(name, **state):
+        return {"model_name": name, "state": state}
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output(
+        "display_data", data={WIDGET_VIEW: {"model_id": "box"}, "text/plain": "train flt:   0%|   | 0/3"})])])
+    nb.metadata["widgets"] = {WIDGET_STATE: {"state": {
+        "box": model("HBoxModel", children=["IPY_MODEL_l", "IPY_MODEL_b", "IPY_MODEL_r"]),
+        "l": model("HTMLModel", value="train\u2007flt:\u2007100%"), "b": model("FloatProgressModel", value=3, max=3),
+        "r": model("HTMLModel", value="\u20073/3\u2007[00:01&lt;00:00]")}}}
+    assert final_bar_lines(nb) == 1
+    assert nb.cells[0].outputs[0].data["text/plain"] == "train flt: 100%| 3/3 [00:01<00:00]"
