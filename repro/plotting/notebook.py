@@ -10,13 +10,18 @@ git), and says where in its first output.
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 from huggingface_hub.utils import disable_progress_bars
 from transformers.utils import logging as hf_logging
 
+from repro.io import atomic_write_bytes, config_hash
 from repro.paths import REPO
+from repro.pipeline import source_hash
+from repro.profiles import Profile
 
 PROFILE_ENV = "REPRO_NOTEBOOK_PROFILE"
 """The parameters cells' default profile when set (``tiny`` otherwise): how a test runs the notebooks in the smoke
@@ -69,3 +74,16 @@ def start(notebook: str, profile: str, run_dir: str, figures_dir: str) -> Path:
     print(f"{notebook} ({profile} profile): figures and tables go to {shown(folder)}/, stages are cached under "
           f"{shown(Path(run_dir) / profile)}/")
     return folder
+
+
+def measured(name: str, p: Profile, run_dir: str | Path, force: bool, measure: Callable[[], Any], **key: Any) -> Any:
+    """A cost benchmark of the training notebook (``measure()``: LR-Cost, RP-Cost, CD-Cost, PL-Tab15), measured once
+    per profile, code version (:func:`repro.pipeline.source_hash`) and ``key`` (what else it depends on, e.g. the arms
+    trained) and cached under ``<run_dir>/<profile>/bench/`` like every stage; ``force`` measures again. A notebook
+    run again on the same code (another ``--paper``, "Run All", a test) reuses the timing instead of re-timing."""
+    path = Path(run_dir) / p.name / "bench" / f"{name}-{config_hash({'profile': p, 'src': source_hash(), **key})}.pkl"
+    if path.exists() and not force:
+        return pickle.loads(path.read_bytes())  # our own file, written below by this code version
+    out = measure()
+    atomic_write_bytes(path, pickle.dumps(out))
+    return out
