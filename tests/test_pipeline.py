@@ -301,3 +301,20 @@ def test_progress_bars_of_an_executed_notebook_keep_their_final_line():
         "r": model("HTMLModel", value="\u20073/3\u2007[00:01&lt;00:00]")}}}
     assert final_bar_lines(nb) == 1
     assert nb.cells[0].outputs[0].data["text/plain"] == "train flt: 100%| 3/3 [00:01<00:00]"
+
+
+def test_a_cost_benchmark_is_timed_once_per_code_version(tmp_path):
+    from repro.plotting.notebook import measured
+    from repro.profiles import get_profile
+
+    p, calls = get_profile("smoke"), []
+
+    def measure():
+        calls.append(1)
+        return {"seconds": [0.5, 0.25]}
+
+    assert measured("RP-Cost", p, tmp_path, False, measure, rows=True) == {"seconds": [0.5, 0.25]}
+    assert measured("RP-Cost", p, tmp_path, False, measure, rows=True) == {"seconds": [0.5, 0.25]} and calls == [1]
+    measured("RP-Cost", p, tmp_path, False, measure, rows=False)  # another key: measured again
+    measured("RP-Cost", p, tmp_path, True, measure, rows=True)  # force: measured again
+    assert calls == [1, 1, 1] and len(list((tmp_path / "smoke" / "bench").glob("RP-Cost-*.pkl"))) == 2
