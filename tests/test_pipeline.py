@@ -180,7 +180,7 @@ def test_paper_selfdistill_trains_only_the_shared_testbed(selfdistill_run):
     rp = [a for a in extension_arms("smoke", "selfdistill") if a.startswith("rp_")]
     assert "rp_skip@seed1" in rp and "rp_nope" in rp
     assert stage_dirs == {"corpus", "base", "data-flt", "extend-flt", "data-flt@seed1", "extend-flt@seed1", "eval",
-                          "notebooks", *(f"{k}-{a}" for a in rp for k in ("data", "extend"))}
+                          "notebooks", "bench", *(f"{k}-{a}" for a in rp for k in ("data", "extend"))}  # bench: RP-Cost
     assert {"TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "RP-Tab1/2", "RP-Fig1a", "RP-Tab14", "RP-Tab15", "RP-Fig2"} <= ids
     assert all(i.startswith(("RP-", "TB-")) for i in ids), ids
 

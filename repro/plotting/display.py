@@ -25,9 +25,9 @@ def show_png(data: bytes) -> None:
 
 def show_markdown(text: str) -> None:
     """Display Markdown inline (``text/markdown``, with the text itself as the plain-text fallback)."""
-    from IPython.display import Markdown, display  # IPython: only inside a kernel
+    from IPython.display import display  # IPython: only inside a kernel
 
-    display(Markdown(text))
+    display({"text/markdown": text, "text/plain": text}, raw=True)
 
 
 def close_figure(fig) -> None:

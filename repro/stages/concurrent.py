@@ -97,7 +97,7 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, threads: int = 1, progress: 
         _function(j.fn)
     if workers == 1 or len(jobs) <= 1:
         one_bar = progress and len(jobs) > 1  # one bar over the jobs (a notebook cell's one bar), not one per job
-        bar = tqdm(total=len(jobs), desc=f"{desc} (one at a time)", disable=not one_bar)
+        bar = tqdm(total=len(jobs), desc=desc, disable=not one_bar)
         out = []
         for j in jobs:
             t0 = time.perf_counter()
