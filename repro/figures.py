@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from repro.figures_index import render_pages
 from repro.io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from repro.papers import ALL, check_paper, paper_of
+from repro.plotting import display
 from repro.targets import get_target
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -52,10 +53,12 @@ class Recorder:
             defaults to today (UTC).
         paper: ``all`` or one paper (:mod:`repro.papers`): only that paper's targets and the
             testbed's ``TB-*`` ones are written; the others are skipped (``wants`` tells which).
+        show: also show what it writes in the notebook (figures inline, tables rendered, one verdict line per
+            target); default: when running inside a Jupyter kernel.
     """
 
     def __init__(self, figures_dir: str | Path, profile: str, date: str | None = None, paper: str = "all",
-                 run: str | None = None, commit: str | None = None):
+                 run: str | None = None, commit: str | None = None, show: bool | None = None):
         self.dir = Path(figures_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.profile = profile
@@ -65,6 +68,7 @@ class Recorder:
 
         self.run = run or current_run()
         self.commit = commit or current_commit()
+        self.show = display.in_kernel() if show is None else show
 
     def wants(self, target_id: str) -> bool:
         """Whether this recorder writes ``target_id`` (a target of its paper, or the testbed's)."""
@@ -99,9 +103,12 @@ class Recorder:
 
     # -- figures and tables --------------------------------------------------------------
     def figure(self, fig, target_id: str, name: str | None = None) -> Path | None:
-        """Save a matplotlib figure as ``<name>.png`` and ``<name>.pdf`` (name defaults to the id);
-        None when the target is not this recorder's paper's."""
+        """Save a matplotlib figure as ``<name>.png`` and ``<name>.pdf`` (name defaults to the id) and, when showing,
+        display that PNG inline; None when the target is not this recorder's paper's. When showing, the figure is
+        closed afterwards (shown once, not again by the inline backend at the end of the cell)."""
         if not self.wants(target_id):
+            if self.show:
+                display.close_figure(fig)
             return None
         name = name or target_id
         _check_name(name)
@@ -113,6 +120,9 @@ class Recorder:
                     metadata={"Creator": None, "Producer": None, "CreationDate": None})
         atomic_write_bytes(self.dir / f"{name}.pdf", buf.getvalue())
         self._update(target_id, file=png.name)
+        if self.show:
+            display.show_png(png.read_bytes())
+            display.close_figure(fig)
         return png
 
     def table(self, rows: Iterable[Mapping[str, Any]], target_id: str, name: str | None = None,
@@ -135,6 +145,9 @@ class Recorder:
         md = (f"{caption}\n\n" if caption else "") + table_to_markdown(rows, columns)
         atomic_write_text(self.dir / f"{name}.md", md)
         self._update(target_id, file=path.name)
+        if self.show:
+            display.show_markdown(f"**{name}**" + (f": {caption}" if caption else "") + "\n\n"
+                                  + table_to_markdown(rows, columns))
         return path
 
     def result(self, target_id: str, ours: str, agrees: str = "", note: str = "",
@@ -148,6 +161,8 @@ class Recorder:
         """
         if self.wants(target_id):
             self._update(target_id, ours=ours, agrees=agrees, note=note, claims=[dict(c) for c in claims])
+            if self.show:  # one line; the reasoning (note, claims) stays in index.json and INDEX.md
+                print(display.verdict_line(target_id, get_target(target_id).paper, agrees, claims))
 
     def report(self, rep) -> None:
         """Write a :class:`repro.reports.common.Report`: each of its tables (:meth:`table`) and its result

@@ -5,13 +5,19 @@ successful run: the key hashes the notebook file, its parameters, the
 profile's full config, the ``repro`` source and the keys of the notebooks it
 depends on. Executed copies go to ``<run_dir>/<profile>/notebooks/``; figures
 and tables go to the figures folder (``figures/`` for the default profile,
-``figures/<profile>/`` otherwise).
+``figures/<profile>/`` otherwise). A run into the repository's own ``figures/``
+also publishes each executed notebook, outputs and images included and machine
+paths taken out, to ``figures/notebooks/<name>.ipynb`` (read on the repository
+page without running anything).
 """
 
 from __future__ import annotations
 
 import hashlib
+import html
+import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,6 +138,8 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
         status = _run_notebooks(chosen, out_dir, keys, nb_dir, p, run_dir, figures_dir, force, paper, device, dtype,
                                 log, provenance[RUN_ENV])
         refresh_paper_pages(figures_dir, log)
+        for s in chosen:
+            publish_notebook(out_dir / f"{s.name}.ipynb", figures_dir, run_dir, log)
         return status
     finally:
         for k, v in saved.items():
@@ -155,6 +163,34 @@ def refresh_paper_pages(figures_dir: Path, log=print) -> list[Path]:
         written.append(path)
         log(f"[docs] {path.relative_to(REPO)}: results block rewritten from the records")
     return written
+
+
+PUBLISHED = "notebooks"
+"""The folder of ``figures/`` that holds the executed notebooks of the committed run."""
+
+
+def strip_machine_paths(text: str, run_dir: Path) -> str:
+    """An executed notebook's JSON with this machine's paths replaced: the run directory by ``runs``, the
+    repository by ``.``, the Python environment by ``<env>`` and the home folder by ``~`` (longest first, so a
+    run directory inside the repository reads ``runs``, not ``./runs``)."""
+    places = {str(Path(run_dir).resolve()): "runs", str(REPO): ".", sys.prefix: "<env>",
+              str(Path.home()): "~"}
+    for path in sorted(places, key=len, reverse=True):
+        if len(path) > 1:  # never the root folder
+            text = text.replace(json.dumps(path)[1:-1], places[path])
+    return text
+
+
+def publish_notebook(executed: Path, figures_dir: Path, run_dir: Path, log=print) -> Path | None:
+    """Copy the executed notebook ``executed`` to ``figures/notebooks/<name>.ipynb``, machine paths stripped
+    (:func:`strip_machine_paths`), when ``figures_dir`` is the repository's own ``figures/`` (the committed run);
+    returns the copy, or None for a run into any other folder (or a notebook that has not run)."""
+    if Path(figures_dir).resolve() != (REPO / "figures").resolve() or not executed.exists():
+        return None
+    out = atomic_write_text(REPO / "figures" / PUBLISHED / executed.name,
+                            strip_machine_paths(executed.read_text(encoding="utf-8"), run_dir))
+    log(f"[{executed.stem}] executed copy -> {out.relative_to(REPO)}")
+    return out
 
 
 def _run_notebooks(chosen, out_dir: Path, keys: dict[str, str], nb_dir: Path, p, run_dir: Path, figures_dir: Path,
@@ -241,7 +277,32 @@ def _stable_cell_ids(text: str) -> str:
     for cell in nb.cells:
         if "id" in cell and "injected-parameters" in cell.get("metadata", {}).get("tags", []):
             cell["id"] = INJECTED_CELL_ID
+    final_bar_lines(nb)
     return nbformat.writes(nb) + "\n"
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def final_bar_lines(nb) -> int:
+    """Give each progress bar of an executed notebook (a tqdm widget: a label, a progress bar and a text) its final
+    state as its plain-text form, one line, from the widget state the executor saved; papermill keeps only the
+    line the bar showed when it appeared (0%). Returns how many bars were rewritten."""
+    state = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    done = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            model = state.get(out.get("data", {}).get(WIDGET_VIEW, {}).get("model_id", ""), {})
+            children = model.get("state", {}).get("children", [])
+            parts = [state.get(str(c).removeprefix("IPY_MODEL_"), {}) for c in children]
+            if len(parts) != 3 or parts[1].get("model_name") != "FloatProgressModel":
+                continue
+            left, right = (html.unescape(str(p.get("state", {}).get("value", ""))).replace("\u2007", " ")
+                           for p in (parts[0], parts[2]))
+            out["data"]["text/plain"] = f"{left}|{right}".strip()
+            done += 1
+    return done
 
 
 def base_search(names: Sequence[str], run_dir: str | Path = "runs", threads: int = 0,

@@ -74,3 +74,28 @@ def test_recorder_stores_the_claim_tests_a_verdict_was_decided_from(tmp_path):
     row = read_json(tmp_path / "index.json")["CD-Fig5"]
     assert row["agrees"] == "yes" and row["run"] == "r1" and row["commit"] == "c1"
     assert row["claims"] == [dict(c) for c in j.claims] and row["claims"][0]["outcome"] == "holds"
+
+
+def test_a_showing_recorder_displays_figures_tables_and_one_verdict_line(tmp_path, monkeypatch, capsys):
+    """Inside a kernel the recorder shows what it writes: the saved PNG's bytes, each table as Markdown, one line per
+    verdict (id | claim | verdict | first claim's gap +- SE); outside one (the default here) it shows nothing."""
+    from repro.plotting import display
+
+    shown = []
+    monkeypatch.setattr(display, "show_png", lambda data: shown.append(("png", data)))
+    monkeypatch.setattr(display, "show_markdown", lambda text: shown.append(("md", text)))
+    assert Recorder(tmp_path / "quiet", "smoke").show is False
+    rec = Recorder(tmp_path, "smoke", show=True)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    png = rec.figure(fig, "TB-NIAH")
+    assert shown == [("png", png.read_bytes())] and not plt.fignum_exists(fig.number)  # shown once, then closed
+    rec.table([{"a": 1.5, "b": "x"}], "TB-NIAH", caption="cap")
+    assert shown[1] == ("md", "**TB-NIAH**: cap\n\n| a | b |\n|---|---|\n| 1.5 | x |\n")
+    capsys.readouterr()
+    rec.result("LR-Tab1", ours="o", agrees="tie within noise", note="long reasoning",
+               claims=[{"gap": 2.176, "se": 2.607}, {"gap": 1.0, "se": 0.9}])
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("LR-Tab1 | ") and "long reasoning" not in out
+    assert out.endswith("| tie within noise | gap +2.18 ± 2.6 (first of 2 claims)\n")
+    assert display.verdict_line("TB-X", "c" * 200, "", ()) == f"TB-X | {'c' * 99}… | n/a"

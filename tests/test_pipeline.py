@@ -1,15 +1,22 @@
 """End to end: every notebook runs in the smoke profile; caching, --only and bad input."""
 
 import json
+import os
 import subprocess
 import sys
 import time
 
+import nbformat
 import pytest
 
 from repro.io import read_json
-from repro.pipeline import NOTEBOOKS, REPO, reproduce
 from repro.arms import extension_arms
+from repro.pipeline import NOTEBOOKS, REPO, publish_notebook, reproduce, strip_machine_paths
+from repro.plotting.notebook import PROFILE_ENV, RUN_DIR_ENV, SCRATCH, figures_folder
+from repro.targets import get_target
+
+MAX_STREAMS = 40
+"""Stream outputs (print and log lines, text progress bars) an executed smoke notebook may hold."""
 
 SMOKE_FIGURES = {"TB-BaseLoss.png", "TB-ExtLoss.png", "TB-NIAH.png", "TB-NIAH.csv", "TB-NIAH.md",
                  "LR-Fig2.png", "LR-Fig2.csv", "LR-Alg1.png", "INDEX.md", "index.json",
@@ -165,17 +172,6 @@ def _index_ids(figures) -> set[str]:
 
 
 @pytest.mark.notebooks
-def test_paper_longrecipe_writes_only_its_targets(smoke_run, tmp_path):
-    root, _, _ = smoke_run  # stages cached by the full run: only the notebooks run again
-    status = reproduce("smoke", run_dir=root / "runs", figures_dir=tmp_path, log=lambda *_: None, paper="longrecipe")
-    assert list(status) == ["positions", "training", "token_analysis", "evaluation"]
-    ids = _index_ids(tmp_path)
-    assert {"LR-Fig2", "LR-Alg1", "LR-Fig3", "LR-Tab1", "LR-Tab2", "LR-Tab3", "LR-Tab4", "LR-Tab6", "LR-Cost",
-            "TB-BaseLoss", "TB-ExtLoss", "TB-NIAH"} <= ids
-    assert all(i.startswith(("LR-", "TB-")) for i in ids), ids
-
-
-@pytest.mark.notebooks
 def test_paper_selfdistill_trains_only_the_shared_testbed(selfdistill_run):
     _, status, stage_dirs, ids = selfdistill_run
     assert list(status) == ["training", "evaluation", "attention_distance"]
@@ -184,7 +180,7 @@ def test_paper_selfdistill_trains_only_the_shared_testbed(selfdistill_run):
     rp = [a for a in extension_arms("smoke", "selfdistill") if a.startswith("rp_")]
     assert "rp_skip@seed1" in rp and "rp_nope" in rp
     assert stage_dirs == {"corpus", "base", "data-flt", "extend-flt", "data-flt@seed1", "extend-flt@seed1", "eval",
-                          "notebooks", *(f"{k}-{a}" for a in rp for k in ("data", "extend"))}
+                          "notebooks", "bench", *(f"{k}-{a}" for a in rp for k in ("data", "extend"))}  # bench: RP-Cost
     assert {"TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "RP-Tab1/2", "RP-Fig1a", "RP-Tab14", "RP-Tab15", "RP-Fig2"} <= ids
     assert all(i.startswith(("RP-", "TB-")) for i in ids), ids
 
@@ -210,3 +206,115 @@ def test_a_run_into_the_committed_figures_rewrites_the_stale_paper_pages(tmp_pat
     logged = []
     assert pipeline.refresh_paper_pages(tmp_path / "figures", log=logged.append) == [page]
     assert page.read_text() == "new" and asked == [tmp_path / "figures"] and "page.md" in logged[0]
+
+
+def _outputs(nb, kind: str) -> list:
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == kind]
+
+
+@pytest.mark.notebooks
+def test_executed_smoke_notebooks_show_every_figure_inline_and_stay_quiet(smoke_run):
+    """The smoke reproduce's executed notebooks: at least one inline PNG per figure each one saves (by the index's
+    rows of its targets), tables rendered as Markdown, at most MAX_STREAMS stream outputs, no per-load bars of
+    transformers and no DeepSpeed accelerator warning; the first output says where the figures go."""
+    root, _, _ = smoke_run
+    index = read_json(root / "figures" / "index.json")
+    for s in NOTEBOOKS:
+        nb = nbformat.read(root / "runs" / "smoke" / "notebooks" / f"{s.name}.ipynb", as_version=4)
+        saved = [f for tid, row in index.items() if get_target(tid).notebook == s.name
+                 for f in row["files"] if f.endswith(".png")]
+        shown = [o for o in _outputs(nb, "display_data") if "image/png" in o.get("data", {})]
+        assert saved and len(shown) >= len(saved), (s.name, len(shown), saved)
+        tables = [f for tid, row in index.items() if get_target(tid).notebook == s.name
+                  for f in row["files"] if f.endswith(".csv")]
+        rendered = [o for o in _outputs(nb, "display_data") if "text/markdown" in o.get("data", {})]
+        assert len(rendered) >= len(tables), (s.name, len(rendered), tables)
+        streams = _outputs(nb, "stream")
+        assert len(streams) <= MAX_STREAMS, (s.name, len(streams))
+        text = "".join(o.text for o in streams)
+        assert "Loading weights" not in text and "Writing model shards" not in text, s.name
+        assert "Setting accelerator to CPU" not in text, s.name
+        first = next(o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+        assert first.output_type == "stream" and "figures and tables go to" in first.text, (s.name, first)
+
+
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_notebooks_run_all_under_nbval_and_leave_the_committed_figures_alone(smoke_run):
+    """Every notebook as a user runs it: "Run All" in a plain kernel (nbval, no papermill), the smoke profile and
+    the smoke run's folder (its stages cached) from the environment, every other parameter its default: every
+    cell runs, the figures go to figures/smoke/ (ignored by git) and the committed figures/ stays as it was."""
+    root, _, _ = smoke_run
+    before = subprocess.run(["git", "status", "--porcelain", "figures/"], capture_output=True, text=True, cwd=REPO)
+    env = {**os.environ, PROFILE_ENV: "smoke", RUN_DIR_ENV: str(root / "runs"), "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                        *(f"notebooks/{s.name}.ipynb" for s in NOTEBOOKS)],
+                       capture_output=True, text=True, cwd=REPO, env=env)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    after = subprocess.run(["git", "status", "--porcelain", "figures/"], capture_output=True, text=True, cwd=REPO)
+    assert before.returncode == 0 and after.stdout == before.stdout
+    index = read_json(REPO / "figures" / "smoke" / "index.json")  # where a smoke notebook run on its own writes
+    assert {row["profile"] for row in index.values()} == {"smoke"}
+
+
+def test_a_notebook_run_on_its_own_writes_to_a_scratch_folder(tmp_path):
+    assert figures_folder("", "tiny", tmp_path) == tmp_path / "tiny" / SCRATCH
+    assert figures_folder("", "smoke", tmp_path) == REPO / "figures" / "smoke"
+    assert figures_folder(str(tmp_path / "f"), "tiny", tmp_path) == tmp_path / "f"  # reproduce passes its own
+
+
+def test_executed_notebooks_are_published_without_machine_paths(tmp_path, monkeypatch):
+    """Only a run into the repository's own figures/ copies its executed notebooks to figures/notebooks/, with the
+    run directory, the checkout, the Python environment and the home folder replaced."""
+    from repro import pipeline
+
+    monkeypatch.setattr(pipeline, "REPO", tmp_path / "repo")
+    run_dir = tmp_path / "runs"
+    executed = run_dir / "tiny" / "notebooks" / "positions.ipynb"
+    executed.parent.mkdir(parents=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        f"run_dir = {str(run_dir)!r}", outputs=[nbformat.v4.new_output(
+            "stream", text=f"{tmp_path / 'repo' / 'figures'}\n{sys.prefix}/lib/x.py:1: warning\n")])])
+    executed.write_text(nbformat.writes(nb))
+    assert publish_notebook(executed, tmp_path / "elsewhere", run_dir, log=lambda *_: None) is None
+    out = publish_notebook(executed, tmp_path / "repo" / "figures", run_dir, log=lambda *_: None)
+    assert out == tmp_path / "repo" / "figures" / "notebooks" / "positions.ipynb"
+    text = out.read_text()
+    assert str(tmp_path) not in text and sys.prefix not in text
+    cell = nbformat.reads(text, as_version=4).cells[0]
+    assert cell.source == "run_dir = 'runs'" and cell.outputs[0].text == "./figures\n<env>/lib/x.py:1: warning\n"
+    assert strip_machine_paths("no paths", run_dir) == "no paths"
+
+
+def test_progress_bars_of_an_executed_notebook_keep_their_final_line():
+    """Papermill stores a widget bar's first line (0%); the executed copy gets the final one from the widget state."""
+    from repro.pipeline import WIDGET_STATE, WIDGET_VIEW, final_bar_lines
+
+    def model(name, **state):
+        return {"model_name": name, "state": state}
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output(
+        "display_data", data={WIDGET_VIEW: {"model_id": "box"}, "text/plain": "train flt:   0%|   | 0/3"})])])
+    nb.metadata["widgets"] = {WIDGET_STATE: {"state": {
+        "box": model("HBoxModel", children=["IPY_MODEL_l", "IPY_MODEL_b", "IPY_MODEL_r"]),
+        "l": model("HTMLModel", value="train\u2007flt:\u2007100%"), "b": model("FloatProgressModel", value=3, max=3),
+        "r": model("HTMLModel", value="\u20073/3\u2007[00:01&lt;00:00]")}}}
+    assert final_bar_lines(nb) == 1
+    assert nb.cells[0].outputs[0].data["text/plain"] == "train flt: 100%| 3/3 [00:01<00:00]"
+
+
+def test_a_cost_benchmark_is_timed_once_per_code_version(tmp_path):
+    from repro.plotting.notebook import measured
+    from repro.profiles import get_profile
+
+    p, calls = get_profile("smoke"), []
+
+    def measure():
+        calls.append(1)
+        return {"seconds": [0.5, 0.25]}
+
+    assert measured("RP-Cost", p, tmp_path, False, measure, rows=True) == {"seconds": [0.5, 0.25]}
+    assert measured("RP-Cost", p, tmp_path, False, measure, rows=True) == {"seconds": [0.5, 0.25]} and calls == [1]
+    measured("RP-Cost", p, tmp_path, False, measure, rows=False)  # another key: measured again
+    measured("RP-Cost", p, tmp_path, True, measure, rows=True)  # force: measured again
+    assert calls == [1, 1, 1] and len(list((tmp_path / "smoke" / "bench").glob("RP-Cost-*.pkl"))) == 2

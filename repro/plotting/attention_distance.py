@@ -5,11 +5,8 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
 
 def distance_figure(records: Mapping[str, Mapping], title: str = "", note: str = "", cols: int = 4):

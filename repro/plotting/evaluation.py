@@ -6,12 +6,10 @@ from typing import Mapping, Sequence
 
 import matplotlib
 import matplotlib.patches
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from repro.plotting.axes import SE_NOTE  # noqa: E402
+from repro.plotting.axes import SE_NOTE
 
 
 def accuracy_heatmaps(tables: Mapping[str, Mapping[tuple[int, float], float]], title: str = "",

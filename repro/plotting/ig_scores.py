@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from repro.plotting.axes import SE_NOTE, noise_aware_ylim  # noqa: E402
+from repro.plotting.axes import SE_NOTE, noise_aware_ylim
 
 TYPES = ("supporting", "interference", "irrelevant", "low_frequency")
 

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from repro.plotting.axes import SE_NOTE, noise_aware_ylim  # noqa: E402
+from repro.plotting.axes import SE_NOTE, noise_aware_ylim
 
 
 def _known(points: Sequence[Mapping], key: str) -> list[Mapping]:

@@ -85,7 +85,7 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, threads: int = 1, progress: 
              desc: str = "stages") -> list[tuple[Any, float]]:
     """Run ``jobs``; returns ``(result, seconds)`` per job, in job order.
 
-    ``workers == 1`` runs them one after another in this process (with its own progress bars);
+    ``workers == 1`` runs them one after another in this process (one bar over the jobs; a single job keeps its own);
     ``workers > 1`` runs them in that many ``spawn`` processes with ``threads`` torch threads each (0:
     torch's default), submitted in order (put the longest first), with one bar over finished jobs.
     """
@@ -94,10 +94,15 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, threads: int = 1, progress: 
     for j in jobs:
         _function(j.fn)
     if workers == 1 or len(jobs) <= 1:
+        one_bar = progress and len(jobs) > 1  # one bar over the jobs (a notebook cell's one bar), not one per job
+        bar = tqdm(total=len(jobs), desc=desc, disable=not one_bar)
         out = []
         for j in jobs:
             t0 = time.perf_counter()
-            out.append((_call(j, progress), time.perf_counter() - t0))
+            out.append((_call(j, progress and not one_bar), time.perf_counter() - t0))
+            bar.update(1)
+            bar.set_postfix_str(j.label[:60])
+        bar.close()
         return out
 
     results: list[tuple[Any, float] | None] = [None] * len(jobs)
