@@ -79,7 +79,7 @@ def test_recorder_stores_the_claim_tests_a_verdict_was_decided_from(tmp_path):
 def test_a_showing_recorder_displays_figures_tables_and_one_verdict_line(tmp_path, monkeypatch, capsys):
     """Inside a kernel the recorder shows what it writes: the saved PNG's bytes, each table as Markdown, one line per
     verdict (id | claim | verdict | first claim's gap +- SE); outside one (the default here) it shows nothing."""
-    from repro.plotting import display
+    from repro import display
 
     shown = []
     monkeypatch.setattr(display, "show_png", lambda data: shown.append(("png", data)))

@@ -12,7 +12,7 @@ import pytest
 from repro.io import read_json
 from repro.arms import extension_arms
 from repro.pipeline import NOTEBOOKS, REPO, publish_notebook, reproduce, strip_machine_paths
-from repro.plotting.notebook import PROFILE_ENV, RUN_DIR_ENV, SCRATCH, figures_folder
+from repro.notebook import PROFILE_ENV, RUN_DIR_ENV, SCRATCH, figures_folder
 from repro.targets import get_target
 
 MAX_STREAMS = 40
@@ -304,7 +304,7 @@ def test_progress_bars_of_an_executed_notebook_keep_their_final_line():
 
 
 def test_a_cost_benchmark_is_timed_once_per_code_version(tmp_path):
-    from repro.plotting.notebook import measured
+    from repro.notebook import measured
     from repro.profiles import get_profile
 
     p, calls = get_profile("smoke"), []
@@ -317,4 +317,5 @@ def test_a_cost_benchmark_is_timed_once_per_code_version(tmp_path):
     assert measured("RP-Cost", p, tmp_path, False, measure, rows=True) == {"seconds": [0.5, 0.25]} and calls == [1]
     measured("RP-Cost", p, tmp_path, False, measure, rows=False)  # another key: measured again
     measured("RP-Cost", p, tmp_path, True, measure, rows=True)  # force: measured again
-    assert calls == [1, 1, 1] and len(list((tmp_path / "smoke" / "bench").glob("RP-Cost-*.pkl"))) == 2
+    saved = sorted((tmp_path / "smoke" / "bench").glob("RP-Cost-*"))
+    assert calls == [1, 1, 1] and len(saved) == 2 and all(f.suffix == ".json" for f in saved)  # JSON, never pickle

@@ -9,8 +9,8 @@ git), and says where in its first output.
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,7 +18,7 @@ import torch
 from huggingface_hub.utils import disable_progress_bars
 from transformers.utils import logging as hf_logging
 
-from repro.io import atomic_write_bytes, config_hash
+from repro.io import atomic_write_text, config_hash
 from repro.paths import REPO
 from repro.pipeline import source_hash
 from repro.profiles import Profile
@@ -81,9 +81,16 @@ def measured(name: str, p: Profile, run_dir: str | Path, force: bool, measure: C
     per profile, code version (:func:`repro.pipeline.source_hash`) and ``key`` (what else it depends on, e.g. the arms
     trained) and cached under ``<run_dir>/<profile>/bench/`` like every stage; ``force`` measures again. A notebook
     run again on the same code (another ``--paper``, "Run All", a test) reuses the timing instead of re-timing."""
-    path = Path(run_dir) / p.name / "bench" / f"{name}-{config_hash({'profile': p, 'src': source_hash(), **key})}.pkl"
+    path = Path(run_dir) / p.name / "bench" / f"{name}-{config_hash({'profile': p, 'src': source_hash(), **key})}.json"
     if path.exists() and not force:
-        return pickle.loads(path.read_bytes())  # our own file, written below by this code version
-    out = measure()
-    atomic_write_bytes(path, pickle.dumps(out))
+        return json.loads(path.read_text())  # JSON, never pickle: nothing read from disk runs code
+    out = json.loads(json.dumps(measure(), default=_plain))  # the value a rerun reads back: lists for tuples
+    atomic_write_text(path, json.dumps(out))
     return out
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy or torch scalar or array as plain numbers (for :func:`measured`'s JSON)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"a benchmark result holds a {type(value).__name__}; allowed: numbers, strings, lists, dicts")
