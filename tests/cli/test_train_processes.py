@@ -61,9 +61,10 @@ def test_second_train_on_one_out_waits_or_is_refused(tiny_model_dir, text_folder
         _wait_for_lock(out.parent / f".{out.name}.lock", first)
         os.kill(first.pid, signal.SIGSTOP)
         assert not (out / "final").exists(), "the first run finished before it was held: raise the step count"
+        # both start while the first is held (each start-up on a core of its own): neither depends on the other
         refused = _start(_argv(tiny_model_dir, text_folder, out, steps), REPRO_LOCK_WAIT="0")
-        r_out, r_err = refused.communicate(timeout=300)
         waiting = _start(_argv(tiny_model_dir, text_folder, out, steps))
+        r_out, r_err = refused.communicate(timeout=300)
         w_head = _read_until(waiting, f"waiting for run {out}: computed by pid {first.pid}")
         assert first.poll() is None
         os.kill(first.pid, signal.SIGCONT)
