@@ -23,13 +23,18 @@ train_base("smoke", run_dir=sys.argv[1], progress=False)
 """
 
 
-def _train_base_in_a_fresh_process(run_dir, hash_seed: str) -> None:
-    """The smoke profile's corpus and base stages from scratch in their own process (its own string-hash seed, so
-    anything that depends on set order shows; the trainer pins the profile's thread count)."""
-    env = {**os.environ, "PYTHONHASHSEED": hash_seed,
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    subprocess.run([sys.executable, "-c", _TRAIN_BASE, str(run_dir)], check=True, cwd=REPO, env=env,
-                   capture_output=True, text=True)
+def _train_base_in_fresh_processes(runs: dict) -> None:
+    """The smoke profile's corpus and base stages from scratch, each run folder of ``runs`` (folder -> string-hash
+    seed) in a process of its own with its own string-hash seed, so anything that depends on set order shows. The
+    processes run at the same time: the trainer pins the profile's thread count, so the bits do not depend on what
+    else runs (a difference would show here too)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, "-c", _TRAIN_BASE, str(run_dir)], cwd=REPO, text=True,
+                              env={**env, "PYTHONHASHSEED": seed}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for run_dir, seed in runs.items()]
+    for p in procs:
+        _, err = p.communicate(timeout=900)
+        assert p.returncode == 0, err[-3000:]
 
 
 def test_environment_names_what_decides_the_bits():
@@ -73,8 +78,7 @@ def test_compare_runs_reports_one_changed_byte_a_changed_value_and_a_missing_fil
 @pytest.mark.slow
 def test_two_from_scratch_runs_of_a_training_stage_are_byte_identical(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    _train_base_in_a_fresh_process(a, "1")
-    _train_base_in_a_fresh_process(b, "2")
+    _train_base_in_fresh_processes({a: "1", b: "2"})
     assert compare_runs(a, b) == []
     (base,) = (a / "smoke").glob("base-*")
     other = b / "smoke" / base.name

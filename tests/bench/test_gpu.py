@@ -3,7 +3,6 @@ device-clean under the guard, failures and the budget as rows, and (on a GPU) on
 
 import csv
 import math
-import time
 from dataclasses import replace
 
 import numpy as np
@@ -31,9 +30,8 @@ def _rows(path):
 
 
 def test_quick_run_writes_every_table_with_every_row(tmp_path):
-    t0 = time.perf_counter()
+    # no wall-clock bound: on a shared machine one fails for the load, not the code (every row "ok": within budget)
     assert main(["bench", "gpu", "--quick", "--figures-dir", str(tmp_path)]) == 0
-    assert time.perf_counter() - t0 < 120
     tp = _rows(tmp_path / "GPU-Throughput.csv")
     assert [(r["model"], int(r["tokens/row"])) for r in tp] == [(s.name, T) for s in QUICK_SHAPES for T in s.lengths]
     for r in tp:

@@ -61,9 +61,10 @@ def test_second_train_on_one_out_waits_or_is_refused(tiny_model_dir, text_folder
         _wait_for_lock(out.parent / f".{out.name}.lock", first)
         os.kill(first.pid, signal.SIGSTOP)
         assert not (out / "final").exists(), "the first run finished before it was held: raise the step count"
+        # both start while the first is held (each start-up on a core of its own): neither depends on the other
         refused = _start(_argv(tiny_model_dir, text_folder, out, steps), REPRO_LOCK_WAIT="0")
-        r_out, r_err = refused.communicate(timeout=300)
         waiting = _start(_argv(tiny_model_dir, text_folder, out, steps))
+        r_out, r_err = refused.communicate(timeout=300)
         w_head = _read_until(waiting, f"waiting for run {out}: computed by pid {first.pid}")
         assert first.poll() is None
         os.kill(first.pid, signal.SIGCONT)
@@ -123,16 +124,25 @@ def _check_both(out, steps, first, refused, r_err, waiting, w_head) -> None:
 
 def test_ctrl_c_keeps_the_last_checkpoint_and_the_same_command_resumes(tiny_model_dir, text_folder, tmp_path):
     """SIGINT mid-run: exit 130, one stderr line naming the checkpoint kept and how to resume, no traceback;
-    re-running the command resumes from that checkpoint and finishes with every step logged once."""
-    out, steps = tmp_path / "run", 400
+    re-running the command resumes from that checkpoint and finishes with every step logged once.
+
+    No race: the run is frozen with SIGSTOP as soon as its first checkpoint is complete, the SIGINT is queued while
+    it is held and lands when SIGCONT releases it; the 99 steps after the first checkpoint are the margin for the
+    poll (not 400 steps raced against the signal, which the re-run then had to train)."""
+    out, steps = tmp_path / "run", 100
     argv = _argv(tiny_model_dir, text_folder, out, steps, "--checkpoint-every", "1")
     proc = _start(argv)
     try:
         _wait_for_metrics(out, proc, checkpoint=True)  # after the first checkpoint (renamed whole)
+        os.kill(proc.pid, signal.SIGSTOP)
+        assert not (out / "final").exists(), "the run finished before it was held: raise the step count"
         proc.send_signal(signal.SIGINT)
+        os.kill(proc.pid, signal.SIGCONT)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)
             proc.kill()
             proc.communicate()
     assert proc.returncode == 130, err[-3000:]

@@ -1,5 +1,9 @@
 """``python -m repro train --sequence-parallel 2`` on two gloo processes, every method, against one process: the
-same metrics and final weights after 2 steps (float32: to rounding), and the refusals of impossible splits."""
+same metrics and final weights after 2 steps (float32: to rounding), and the refusals of impossible splits.
+
+The DDP runs of the eight methods share one launch of the two processes (``tests/cli/train_many.py``: the same
+``train`` command lines through :func:`repro.cli.main`, one after the other), since start-up is most of a tiny run's
+time; the ZeRO-3 and LoRA cases launch ``python -m repro train`` itself."""
 
 import json
 import os
@@ -24,13 +28,14 @@ def _args(model, data, out, method, anchors, *extra):
             "--no-progress", *(["--anchors", str(anchors)] if method == "longrecipe" else []), *extra]
 
 
-def _launch(argv, world: int, log) -> list[int]:
+def _launch(argv, world: int, log, module: str = "repro") -> list[int]:
+    """``python -m module *argv`` on ``world`` gloo processes; their exit codes."""
     port = str(free_port())
-    procs = [subprocess.Popen([sys.executable, "-m", "repro", *argv], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+    procs = [subprocess.Popen([sys.executable, "-m", module, *argv], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                               env={**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(world),
                                    "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
                                    "OMP_NUM_THREADS": "1"}) for r in range(world)]
-    return [p.wait(timeout=300) for p in procs]
+    return [p.wait(timeout=600) for p in procs]
 
 
 @pytest.fixture(scope="module")
@@ -46,18 +51,37 @@ ENGINES = {"ddp": [], "zero3": ["--deepspeed", str(ZERO3_CPU)], "lora+checkpoint
 """Extra ``train`` flags of each way of training (both runs of a case get the LoRA and checkpointing flags)."""
 
 
+@pytest.fixture(scope="module")
+def ddp_runs(tiny_model_dir, text_folder, tmp_path_factory, anchors):
+    """Every method's two-process DDP run (one launch for all): ``(folder of method -> run, log text)``."""
+    root = tmp_path_factory.mktemp("sp_ddp")
+    runs = {m: root / m for m in METHODS}
+    spec = root / "spec.json"
+    spec.write_text(json.dumps({"codes": str(root), "runs": [
+        _args(tiny_model_dir, text_folder, out, m, anchors, "--sequence-parallel", "2") for m, out in runs.items()]}))
+    with open(root / "log.txt", "w") as log:
+        codes = _launch([str(spec)], 2, log, module="tests.cli.train_many")
+    log_text = (root / "log.txt").read_text()
+    assert codes == [0, 0], log_text[-4000:]
+    assert [json.loads((root / f"rank{r}.json").read_text()) for r in (0, 1)] == [[0] * len(METHODS)] * 2
+    return runs, log_text
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("method,engine", [(m, "ddp") for m in METHODS] + [("cdt", "zero3"),
                                                                             ("selfdistill", "lora+checkpointing")])
 def test_train_sequence_parallel_2_matches_one_process(tiny_model_dir, text_folder, tmp_path, anchors, method,
-                                                       engine):
+                                                       engine, request):
     one, two = tmp_path / "one", tmp_path / "two"
     both = ENGINES[engine] if engine.startswith("lora") else []
     assert main(_args(tiny_model_dir, text_folder, one, method, anchors, *both)) == 0
-    extra = ["--sequence-parallel", "2", *ENGINES[engine]]
-    with open(tmp_path / "log.txt", "w") as log:
-        codes = _launch(_args(tiny_model_dir, text_folder, two, method, anchors, *extra), 2, log)
-    assert codes == [0, 0], (tmp_path / "log.txt").read_text()[-4000:]
+    if engine == "ddp":
+        two = request.getfixturevalue("ddp_runs")[0][method]
+    else:
+        extra = ["--sequence-parallel", "2", *ENGINES[engine]]
+        with open(tmp_path / "log.txt", "w") as log:
+            codes = _launch(_args(tiny_model_dir, text_folder, two, method, anchors, *extra), 2, log)
+        assert codes == [0, 0], (tmp_path / "log.txt").read_text()[-4000:]
     a, b = read_jsonl(one / "metrics.jsonl"), read_jsonl(two / "metrics.jsonl")
     assert [r["step"] for r in b] == [0, 1]
     for ra, rb in zip(a, b):
