@@ -110,8 +110,13 @@ def _check_against_single(folder: Path, single) -> float:
     assert [m["step"] for m in got] == list(range(SPEC["steps"]))
     np.testing.assert_allclose([m["loss"] for m in got], losses, rtol=1e-5, atol=0)
     final = load_file(folder / "final" / "model.safetensors")
-    diff = _max_diff(final, weights)
-    assert diff < 5e-5, diff  # float32 summation order through 4 AdamW steps (measured 7e-6)
+    init = {k: v.detach() for k, v in tiny_model().state_dict().items() if k in weights}
+    moved = torch.cat([(weights[k] - init[k]).ravel() for k in weights])
+    apart = torch.cat([(final[k] - weights[k]).ravel() for k in weights])
+    # the updates as a whole, not element by element: Adam turns a last-bit difference of a near-zero gradient's
+    # reduction order into a visible step on that one weight, by an amount that depends on the CPU's rounding
+    diff = float(apart.norm() / moved.norm())
+    assert float(moved.abs().max()) > 1e-3 and diff < 1e-3, diff
     summary = json.loads((folder / "final" / "train_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["steps"] == SPEC["steps"]
     return diff
