@@ -78,7 +78,7 @@ class EvalGrid:
 def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
     """Greedy continuations of ``prompts`` (left-padded batch, KV cache, stops at EOS); see
     :func:`repro.generate.greedy_generate` (token-for-token what HF ``generate`` returns, faster)."""
-    from repro.generate import greedy_generate
+    from repro.generate import greedy_generate  # imports torch; the grid and make_task stay torch-free
 
     return greedy_generate(model, tokenizer, prompts, max_new_tokens)
 

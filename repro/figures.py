@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from repro.figures_index import render_pages
 from repro.io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from repro.papers import ALL, check_paper, paper_of
+from repro.provenance import current_commit, current_run
 from repro import display
 from repro.targets import get_target
 
@@ -64,8 +65,6 @@ class Recorder:
         self.profile = profile
         self.date = date or _dt.datetime.now(_dt.timezone.utc).date().isoformat()
         self.paper = check_paper(paper)
-        from repro.provenance import current_commit, current_run
-
         self.run = run or current_run()
         self.commit = commit or current_commit()
         self.show = display.in_kernel() if show is None else show

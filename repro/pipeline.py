@@ -24,10 +24,13 @@ from pathlib import Path
 from typing import Sequence
 
 from repro.io import atomic_write_json, atomic_write_text, config_hash, file_sha256, read_json
+from repro.locks import file_stamp, stage_lock, verify_mode
 from repro.manifest import with_environment
 from repro.papers import ALL, PAPERS, check_paper
 from repro.paths import REPO
 from repro.profiles import get_profile
+from repro.provenance import COMMIT_ENV, RUN_ENV, code_commit, new_run_id
+from repro.reports import paper_pages
 
 DEFAULT_PROFILE = "tiny"
 
@@ -129,8 +132,6 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
                                     "deps": [keys[d] for d in s.deps if d in keys]})
     chosen = _order(specs, only, paper)  # a bad --only fails before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
-    from repro.provenance import COMMIT_ENV, RUN_ENV, code_commit, new_run_id
-
     provenance = {RUN_ENV: new_run_id(), COMMIT_ENV: code_commit()}  # every notebook this call runs shares them
     saved = {k: os.environ.get(k) for k in provenance}
     os.environ.update(provenance)  # the notebooks' kernels inherit this process's environment
@@ -153,8 +154,6 @@ def refresh_paper_pages(figures_dir: Path, log=print) -> list[Path]:
     """When ``figures_dir`` is the repository's own ``figures/`` (the committed records), rewrite the results blocks
     of the doc pages that no longer match them (:mod:`repro.reports.paper_pages`), so the docs quote this run;
     returns the pages written. A run into any other folder leaves the docs alone."""
-    from repro.reports import paper_pages
-
     if Path(figures_dir).resolve() != (REPO / "figures").resolve():
         return []
     written = []
@@ -196,9 +195,7 @@ def publish_notebook(executed: Path, figures_dir: Path, run_dir: Path, log=print
 def _run_notebooks(chosen, out_dir: Path, keys: dict[str, str], nb_dir: Path, p, run_dir: Path, figures_dir: Path,
                    force: bool, paper: str, device: str, dtype: str, log, run_id: str) -> dict[str, dict]:
     """Run (or find cached) each chosen notebook in order; the status and seconds of each."""
-    import papermill as pm
-
-    from repro.locks import file_stamp, stage_lock
+    import papermill as pm  # papermill: heavy (Jupyter machinery); only the notebook runs need it
 
     status: dict[str, dict] = {}
     for s in chosen:
@@ -234,8 +231,6 @@ def _cached(stamp: Path, executed: Path, key: str, log) -> bool:
     """Whether the executed notebook is a valid cache for ``key``: its stamp has the key and the executed copy
     has the size and sha256 the stamp recorded (else it runs again, saying which file changed). A stamp from
     before sizes and hashes were recorded is trusted and completed with them."""
-    from repro.locks import verify_mode
-
     try:
         rec = read_json(stamp)
     except FileNotFoundError:
@@ -271,7 +266,7 @@ INJECTED_CELL_ID = "injected-parameters"
 def _stable_cell_ids(text: str) -> str:
     """An executed notebook's JSON with the injected parameters cell's random id replaced by
     :data:`INJECTED_CELL_ID`, so two runs of the same notebook differ only in their timings."""
-    import nbformat
+    import nbformat  # nbformat: only the notebook runner needs it
 
     nb = nbformat.reads(text, as_version=nbformat.NO_CONVERT)
     for cell in nb.cells:
@@ -309,6 +304,6 @@ def base_search(names: Sequence[str], run_dir: str | Path = "runs", threads: int
                 figures_dir: str | Path = "figures") -> int:
     """``python -m repro base-search``: train and score the named base-model candidates, then rewrite
     ``TB-BaseSearch`` (:func:`repro.stages.base_search.search_main`; without names it lists them)."""
-    from repro.stages.base_search import search_main
+    from repro.stages.base_search import search_main  # loads torch and the models: only base-search needs them
 
     return search_main(list(names), run_dir, threads, figures_dir)

@@ -172,7 +172,7 @@ def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer", pad_written
                                                            "tokenizer.model")):
             from transformers import AutoTokenizer  # imported when used (module docstring)
 
-            from repro.models import refuse_shipped_code
+            from repro.models import refuse_shipped_code  # imports transformers: imported when used (module docstring)
 
             if not trust_remote_code:
                 refuse_shipped_code(p, flag)
@@ -198,7 +198,7 @@ def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer", pad_written
 def _from_file(path: Path):
     from transformers import PreTrainedTokenizerFast  # imported when used (module docstring)
 
-    from repro.data.tokenizer import SPECIAL_TOKENS, wrap
+    from repro.data.tokenizer import SPECIAL_TOKENS, wrap  # imports transformers: see the module docstring
     try:
         raw = Tokenizer.from_file(str(path))
     except Exception as e:  # the tokenizers library raises a bare Exception for a file it cannot parse

@@ -6,14 +6,14 @@ from __future__ import annotations
 import argparse
 import time
 
-from repro.cli.common import CLIError, choice
+from repro.cli.common import CLIError, choice, device_args
+from repro.papers import ALL, PAPERS
+from repro.pipeline import check_output_folder, reproduce
+from repro.profiles import PROFILES
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """The ``reproduce`` subcommand's arguments."""
-    from repro.papers import ALL, PAPERS
-    from repro.profiles import PROFILES
-
     r = sub.add_parser("reproduce", help="regenerate figures and tables by running the notebooks")
     r.add_argument("--profile", default="tiny", help=f"one of: {', '.join(PROFILES)} (default tiny)")
     r.add_argument("--paper", default=ALL, help=f"only the stages and tables of one paper: {', '.join(PAPERS)} "
@@ -37,27 +37,19 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     """Run the notebooks (or the dry run) and print each one's status."""
-    from repro.profiles import PROFILES
-
     choice(args.profile, tuple(PROFILES), "profile")
-    from repro.pipeline import check_output_folder
-
     try:
         for flag, folder in (("--run-dir", args.run_dir), ("--figures-dir", args.figures_dir)):
             check_output_folder(flag, folder)
     except ValueError as e:
         raise CLIError(str(e)) from e
     if args.device or args.dtype:
-        from repro.cli.common import device_args
-
         device_args(argparse.Namespace(device=args.device or "auto", dtype=args.dtype or "auto"))
     if args.dry_run:
-        from repro.cli.dry_run import dry_run
+        from repro.cli.dry_run import dry_run  # loads torch, the models and the trainer: only --dry-run needs them
 
         return dry_run(args.profile, methods=args.methods.split(",") if args.methods else None,
                        engine=not args.no_engine)
-    from repro.pipeline import reproduce
-
     t0 = time.perf_counter()
     try:
         status = reproduce(args.profile, only=args.only, force=args.force, run_dir=args.run_dir,

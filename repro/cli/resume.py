@@ -207,7 +207,7 @@ def stopped_error(error: Exception, out: Path) -> CLIError:
     safetensors error while a checkpoint was written or read (a full disk reported as :class:`repro.io.DiskFull`
     says: the checkpoints already written are intact and the same command resumes from them)."""
     from repro.train.checkpoints import latest_checkpoint  # repro.train imports transformers: see repro.cli.common
-    from repro.train.failures import NonFiniteLoss
+    from repro.train.failures import NonFiniteLoss  # repro.train imports transformers: see repro.cli.common
 
     if isinstance(error, NonFiniteLoss) and out.is_dir() and latest_checkpoint(out) is None:
         for name in ("run.json", "metrics.jsonl"):

@@ -257,7 +257,7 @@ def iter_hf_disk(path: str | Path) -> Iterator[Document]:
     if not Path(path).exists():
         raise FileNotFoundError(f"HF dataset path {str(path)!r} does not exist")
     try:
-        import datasets
+        import datasets  # optional and heavy: only the hf_disk: source reads it
     except ImportError as e:  # optional dependency of the paper profile
         raise ImportError("source 'hf_disk:' needs the 'datasets' package: pip install datasets") from e
     try:

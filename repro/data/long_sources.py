@@ -25,6 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
+from repro.data.corpus import iter_source
+
 BUILTIN_SPECS: tuple[str, ...] = ("corpus:code", "corpus:books", "corpus:short")
 """The built-in source specs (derived from the testbed corpus)."""
 
@@ -93,8 +95,6 @@ def source_documents(spec: str, corpus, tokenizer, threshold: int) -> list[np.nd
         pieces += [ids for d, ids in docs if d.source == "prose"]
         return [c for ids in pieces for c in (_cut(ids, threshold, bos) if len(ids) >= threshold else [ids])]
     if kind in ("folder", "hf_disk") and arg:
-        from repro.data.corpus import iter_source
-
         texts = [d.text for d in iter_source(spec)]
         enc = tokenizer(texts, add_special_tokens=False).input_ids if texts else []
         return [np.asarray([bos, *e], dtype=np.int64) for e in enc]

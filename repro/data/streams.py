@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import zlib
 from functools import lru_cache
+from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
 
 from repro.data.packing import Segment
+from repro.io import read_json
 
 
 class Stream(Protocol):
@@ -113,8 +115,6 @@ def save_stream(folder, name: str, documents: Sequence[np.ndarray]) -> None:
     """Write one stream's documents into ``folder`` as ``<name>.tokens.npy`` (int32, concatenated) and
     ``<name>.lengths.npy`` (int64). A stream folder also holds ``manifest.json`` whose ``sources`` object names its
     streams (:func:`stream_names`); :func:`load_streams` reads the folder back."""
-    from pathlib import Path
-
     folder = Path(folder)
     np.save(folder / f"{name}.tokens.npy", np.concatenate(documents).astype(np.int32), allow_pickle=False)
     np.save(folder / f"{name}.lengths.npy", np.array([len(d) for d in documents], dtype=np.int64), allow_pickle=False)
@@ -122,18 +122,12 @@ def save_stream(folder, name: str, documents: Sequence[np.ndarray]) -> None:
 
 def stream_names(folder) -> list[str]:
     """The streams of a stream folder, in its manifest's order (the order a mixture draws them in)."""
-    from pathlib import Path
-
-    from repro.io import read_json
-
     return list(read_json(Path(folder) / "manifest.json")["sources"])
 
 
 def load_streams(folder, seed: int, names: Sequence[str] | None = None) -> list[TokenStream]:
     """The :class:`TokenStream` of each stream of a stream folder (``names``, default :func:`stream_names`),
     drawn with ``seed``."""
-    from pathlib import Path
-
     folder, out = Path(folder), []
     for name in stream_names(folder) if names is None else names:
         toks = np.load(folder / f"{name}.tokens.npy", allow_pickle=False).astype(np.int64)

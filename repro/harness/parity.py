@@ -27,8 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from repro.evaluate import make_task
+from repro.harness.offline import essay_words
 from repro.harness.run import seed_globals
 from repro.harness.ruler import NIAH_SETTINGS, VT_STEP, vt_fits, vt_minimum, vt_solved
+from repro.tasks.base import string_match_all as our_string_match_all
 
 __all__ = ["vt_fits"]
 
@@ -127,14 +130,14 @@ class Difference:
 # ----------------------------------------------------------------- lm-eval's side
 
 def _ruler():
-    import lm_eval.tasks.ruler as ruler
+    import lm_eval.tasks.ruler as ruler  # lm-eval: optional and heavy; loads after go_offline() (module docstring)
 
     return Path(list(ruler.__path__)[0])
 
 
 def harness_config(task: str) -> dict:
     """The task's YAML settings in lm-eval (``include`` resolved; ``!function`` tags kept as text)."""
-    import yaml
+    import yaml  # not pinned in requirements.txt: it comes with lm-eval, whose YAML this reads
 
     class Loader(yaml.SafeLoader):
         pass
@@ -173,6 +176,7 @@ def _n(tokenizer, text: str) -> int:
 def _fed(cfg: dict, text: str, gen_prefix: str) -> str:
     """lm-eval's plain-text context: the doc's text, the target delimiter where neither side has whitespace at
     the join, the ``gen_prefix`` (``ConfigurableTask.build_qa_turn``)."""
+    # lm-eval: optional and heavy; loads after go_offline() (module docstring)
     from lm_eval.api.utils import Message, requires_delimiter
 
     delim = cfg.get("target_delimiter", " ")
@@ -187,6 +191,7 @@ def harness_sample(task: str, tokenizer, length: int, seed: int, essays: Sequenc
     _check_task(task)
     if not isinstance(length, int) or length < 1:
         raise ValueError(f"length={length!r}; allowed: an integer >= 1")
+    # lm-eval: optional and heavy; loads after go_offline() (module docstring)
     from lm_eval.tasks.ruler import cwe_utils, fwe_utils, niah_utils, prepare_niah, vt_utils
 
     if task == "vt":
@@ -198,8 +203,6 @@ def harness_sample(task: str, tokenizer, length: int, seed: int, essays: Sequenc
     if task in HARNESS_NIAH:
         kw = HARNESS_NIAH[task]
         if kw["type_haystack"] == "essay":
-            from repro.harness.offline import essay_words
-
             haystack = list(essays) if essays is not None else essay_words()
         else:
             haystack = prepare_niah.get_haystack(kw["type_haystack"])
@@ -239,8 +242,6 @@ def _prompt(tokenizer, task: str, text: str, answer_prefix: str, references: Seq
 
 def our_prompt(task: str, tokenizer, length: int, seed: int, depth: float = DEPTH) -> Prompt:
     """Our prompt for ``task`` (``repro.evaluate.make_task(task).generate``), split and counted."""
-    from repro.evaluate import make_task
-
     ex = make_task(_check_task(task)).generate(tokenizer, length, depth, seed)
     return _prompt(tokenizer, task, ex.prompt, ex.metadata["answer_prefix"], ex.references, None)
 
@@ -347,8 +348,6 @@ def _prefix_uncounted(p: Parity) -> bool:
 
 def _essay(p: Parity) -> bool:
     """lm-eval's essay words (needles taken out) are the essays' first words: 500 per step, or one per needle."""
-    from repro.harness.offline import essay_words
-
     words = NEEDLE_RE.sub(" ", p.harness.parts.context).split()
     needles = len(NEEDLE_RE.findall(p.harness.parts.context))
     return (words == essay_words()[:len(words)] and (len(words) % 500 == 0 or len(words) == needles)
@@ -371,15 +370,16 @@ def _vt_steps(p: Parity) -> bool:
 
 def _score(preds: Sequence[str], refs: Sequence[str]) -> tuple[list[float], list[float]]:
     """lm-eval's scores (``process_results``: ``postprocess_pred`` then ``string_match_all``) and ours."""
+    # lm-eval: optional and heavy; loads after go_offline() (module docstring)
     from lm_eval.tasks.ruler.common_utils import postprocess_pred, string_match_all
 
-    from repro.tasks.base import string_match_all as ours
-
-    return [string_match_all(postprocess_pred([x]), [list(refs)]) for x in preds], [ours(x, refs) for x in preds]
+    return ([string_match_all(postprocess_pred([x]), [list(refs)]) for x in preds],
+            [our_string_match_all(x, refs) for x in preds])
 
 
 def _postprocessed(p: Parity) -> bool:
     """lm-eval cleans the prediction first, and the scores agree on predictions around our answers."""
+    # lm-eval: optional and heavy; loads after go_offline() (module docstring)
     from lm_eval.tasks.ruler.common_utils import postprocess_pred
 
     refs = p.ours.references

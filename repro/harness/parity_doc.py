@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from pydoc_data.topics import topics
 
+from repro.data.corpus import iter_synthetic
+from repro.harness.offline import go_offline
 from repro.harness.parity import (DIFFERENCES, HARNESS_NAMES, LENGTH, SEED, TASKS, VT_INCREMENTAL, compare,
                                   vt_fits)
+from repro.io import atomic_write_text
 
 HEADING = "## RULER through lm-evaluation-harness: parity with our tasks"
 DOC = Path("docs") / "evaluation_suite.md"
@@ -22,10 +26,7 @@ DOC = Path("docs") / "evaluation_suite.md"
 def tiny_tokenizer():
     """The suite's tiny tokenizer: a 1,024-entry byte-level BPE trained on Python's documentation and the
     synthetic corpus (the tests' session tokenizer)."""
-    from pydoc_data.topics import topics
-
-    from repro.data.corpus import iter_synthetic
-    from repro.data.tokenizer import train_tokenizer
+    from repro.data.tokenizer import train_tokenizer  # imports transformers: must load after main()'s go_offline()
 
     return train_tokenizer([t for _, t in sorted(topics.items())][:120] + [d.text for d in iter_synthetic(100)],
                            1024)
@@ -95,19 +96,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", default=None, metavar="PATH",
                     help=f"replace the section in that page (e.g. {DOC}); default: print it")
     args = ap.parse_args(argv)
-    from repro.harness.offline import go_offline
-
     go_offline(cache=args.cache)
     if args.tokenizer:
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # after go_offline(): it reads HF_HUB_OFFLINE when imported
 
         tok, name = AutoTokenizer.from_pretrained(args.tokenizer), f"`{args.tokenizer}`"
     else:
         tok, name = tiny_tokenizer(), "the tiny tokenizer"
     text = section(tok, args.length, args.seed, name)
     if args.write:
-        from repro.io import atomic_write_text
-
         path = Path(args.write)
         atomic_write_text(path, with_section(path.read_text() if path.exists() else "", text))
         print(f"wrote {args.write}")

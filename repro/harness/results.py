@@ -67,6 +67,6 @@ def rows_of(samples: dict[str, list[dict]], tokenizer, seed: int, order: Sequenc
 
 def harness_versions() -> dict[str, Any]:
     """The versions that made the numbers (lm-eval's task code is part of the result)."""
-    import lm_eval
+    import lm_eval  # lm-eval: optional and heavy; loads after go_offline()
 
     return {"lm_eval": getattr(lm_eval, "__version__", "unknown")}

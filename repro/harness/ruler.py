@@ -23,6 +23,8 @@ import random
 import sys
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 NIAH_SETTINGS: dict[str, dict[str, Any]] = {
     "niah_single_1": dict(type_haystack="repeat", type_needle_k="words", type_needle_v="numbers"),
     "niah_single_2": dict(type_haystack="essay", type_needle_k="words", type_needle_v="numbers"),
@@ -65,8 +67,6 @@ def _tokens(tokenizer, text: str) -> int:
 def kept_rng(seed: int = 0):
     """Run a block on the global ``random`` and ``numpy.random`` generators seeded with ``seed``; put them back
     where they were afterwards (a measurement must not move the draws of the samples that follow)."""
-    import numpy as np
-
     state, np_state = random.getstate(), np.random.get_state()
     try:
         random.seed(seed)
@@ -86,7 +86,7 @@ def vt_minimum(tokenizer, noises: int, is_icl: bool, example_tokens: int) -> int
     """The smallest ``max_seq_length`` at which lm-eval's vt measures ``noises`` noise lines as fitting: its first
     measurement (the input and the answer list) plus its 30 generated tokens and the solved example's tokens, the
     worst of :data:`DRAWS` seeded draws plus their spread."""
-    from lm_eval.tasks.ruler import vt_utils
+    from lm_eval.tasks.ruler import vt_utils  # lm-eval: optional and heavy; loads after go_offline()
 
     with kept_rng():
         counts = [_tokens(tokenizer, text + f" {answer}") for text, answer in
@@ -98,7 +98,7 @@ def vt_solved(tokenizer) -> tuple[dict, int]:
     """lm-eval's solved vt example (``vt_utils.get_dataset``'s first call, on the global generators as they are)
     and its tokens as vt counts them. :class:`DoesNotFit` when even its smallest step does not fit
     :data:`VT_SOLVED_LENGTH` (lm-eval would loop forever at every length)."""
-    from lm_eval.tasks.ruler import vt_utils
+    from lm_eval.tasks.ruler import vt_utils  # lm-eval: optional and heavy; loads after go_offline()
 
     need = vt_minimum(tokenizer, VT_SOLVED_STEP, True, 0)
     if need > VT_SOLVED_LENGTH:
@@ -130,7 +130,7 @@ def cwe_minimum(tokenizer) -> int:
     """The smallest length at which lm-eval's cwe search keeps its first step (:data:`CWE_STEP` words): the solved
     example, the list and the numbered answer as its search measures them, plus its 120 generated tokens (worst of
     :data:`DRAWS` seeded draws plus their spread). Below it the list is empty."""
-    from lm_eval.tasks.ruler import cwe_utils
+    from lm_eval.tasks.ruler import cwe_utils  # lm-eval: optional and heavy; loads after go_offline()
 
     counts = []
     with kept_rng():
@@ -172,6 +172,7 @@ def samples_at(task: str, tokenizer, length: int, samples: int, essays: Sequence
     """``samples`` of lm-eval's RULER ``task`` at ``length`` tokens, made by its own generator (global ``random``
     and ``numpy.random`` state, which lm-eval seeds before it builds tasks)."""
     if task in NIAH_SETTINGS:
+        # lm-eval: optional and heavy; loads after go_offline()
         from lm_eval.tasks.ruler import niah_utils, prepare_niah
 
         settings = NIAH_SETTINGS[task]
@@ -180,7 +181,7 @@ def samples_at(task: str, tokenizer, length: int, samples: int, essays: Sequence
         return prepare_niah.generate_samples(haystack, max_seq_length=length, template=niah_utils.TEMPLATE,
                                              num_samples=samples, TOKENIZER=tokenizer, **settings)
     if task == "ruler_vt":
-        from lm_eval.tasks.ruler import vt_utils
+        from lm_eval.tasks.ruler import vt_utils  # lm-eval: optional and heavy; loads after go_offline()
 
         _check_fits(task, tokenizer, length)
         solved, _ = vt_solved(tokenizer)
@@ -188,13 +189,13 @@ def samples_at(task: str, tokenizer, length: int, samples: int, essays: Sequence
             return vt_utils.sys_vartrack_w_noise_random(tokenizer=tokenizer, num_samples=samples,
                                                         max_seq_length=length, icl_example=solved)
     if task == "ruler_cwe":
-        from lm_eval.tasks.ruler import cwe_utils
+        from lm_eval.tasks.ruler import cwe_utils  # lm-eval: optional and heavy; loads after go_offline()
 
         _check_fits(task, tokenizer, length)
         with _quiet():
             return cwe_utils.sys_word_pair_random(num_samples=samples, max_seq_length=length, tokenizer=tokenizer)
     if task == "ruler_fwe":
-        from lm_eval.tasks.ruler import fwe_utils
+        from lm_eval.tasks.ruler import fwe_utils  # lm-eval: optional and heavy; loads after go_offline()
 
         with _quiet():
             return fwe_utils.sys_kwext(tokenizer=tokenizer, max_seq_length=length, num_samples=samples)
@@ -216,7 +217,7 @@ def dataset_builder(task: str, tokenizer, lengths: Sequence[int], samples: int |
         samples_at(task, tokenizer, 0, 0, essays)  # refused now, before any model is loaded
 
     def build(**_metadata) -> dict:
-        import datasets
+        import datasets  # optional and heavy; loads after go_offline() (it reads HF_DATASETS_OFFLINE)
 
         rows = list(itertools.chain.from_iterable(samples_at(task, tokenizer, n, samples, essays) for n in lengths))
         return {"test": datasets.Dataset.from_list(rows, split=datasets.Split.TEST)}

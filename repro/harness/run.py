@@ -8,8 +8,16 @@ the caller chose). Call :func:`repro.harness.offline.go_offline` first, before l
 
 from __future__ import annotations
 
+import logging
 import os
+import random
 from dataclasses import dataclass
+
+import numpy as np
+
+from repro.harness import offline
+from repro.harness.results import rows_of
+from repro.harness.tasks import build, resolve, task_manager
 
 UNSAFE_CODE_TASKS = ("humaneval", "mbpp")
 """Benchmarks that run model-written code (lm-eval asks for an explicit confirmation, given here)."""
@@ -45,9 +53,6 @@ class HarnessRun:
 def prepare(run: HarnessRun, tokenizer):
     """Resolve ``run``'s tasks and build lm-eval's task objects (RULER's samples are made here): everything that can
     fail for want of data fails now, before a model is loaded. Returns ``(leaves, tasks)``."""
-    from repro.harness import offline
-    from repro.harness.tasks import build, resolve, task_manager
-
     if not run.tasks:
         raise ValueError("no harness tasks; allowed: lm-eval task names such as niah_single_1, babilong, mmlu")
     if run.samples is not None and run.samples < 1:
@@ -67,10 +72,7 @@ def prepare(run: HarnessRun, tokenizer):
 
 def seed_globals(seed: int) -> None:
     """The seeds lm-eval's ``simple_evaluate`` sets before it builds tasks (its RULER generators use them)."""
-    import random
-
-    import numpy as np
-    import torch
+    import torch  # heavy: the rest of this module (and parity, which imports it) loads without torch
 
     random.seed(seed)
     np.random.seed(seed)
@@ -80,10 +82,9 @@ def seed_globals(seed: int) -> None:
 def evaluate(model, tokenizer, run: HarnessRun, tasks: dict | None = None, progress: bool = True) -> list[dict]:
     """lm-eval's ``simple_evaluate`` on ``model`` (a loaded causal LM) for ``run``; the suite's prediction rows
     (:mod:`repro.harness.results`). ``tasks``: the objects :func:`prepare` built (built here when None)."""
+    # lm-eval: optional and heavy; loads after go_offline() (module docstring)
     import lm_eval
     from lm_eval.models.huggingface import HFLM
-
-    from repro.harness.results import rows_of
 
     if tasks is None:
         _, tasks = prepare(run, tokenizer)
@@ -109,7 +110,5 @@ def _sized(task) -> bool:
 
 def quiet_lm_eval_logs(progress: bool) -> None:
     """lm-eval logs every task it builds at INFO; keep warnings (and everything when ``progress``)."""
-    import logging
-
     logging.getLogger("lm_eval").setLevel(logging.INFO if progress and os.environ.get("REPRO_HARNESS_LOG")
                                           else logging.WARNING)

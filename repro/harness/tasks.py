@@ -16,11 +16,14 @@ A task whose data is in neither place stops with :class:`MissingData` before the
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
+
+from repro.harness import ruler
 
 ALIASES = {"vt": "ruler_vt", "cwe": "ruler_cwe", "fwe": "ruler_fwe", "qa_squad": "ruler_qa_squad",
            "qa_hotpot": "ruler_qa_hotpot", "longbench_v2": "longbench2"}
@@ -61,7 +64,7 @@ class Leaf:
 @functools.lru_cache(maxsize=1)
 def task_manager():
     """lm-eval's task index (its bundled YAMLs; built once per process, about 6 s)."""
-    from lm_eval.tasks import TaskManager
+    from lm_eval.tasks import TaskManager  # lm-eval: optional and heavy; loads after go_offline()
 
     return TaskManager()
 
@@ -69,7 +72,7 @@ def task_manager():
 def leaf_names(tm, names: Sequence[str]) -> list[str]:
     """The leaf tasks of ``names`` (aliases resolved, groups and tags expanded), in order, each once; a name lm-eval
     does not know raises ``ValueError`` naming it and a few known ones close to it."""
-    from lm_eval.tasks._index import Kind
+    from lm_eval.tasks._index import Kind  # lm-eval: optional and heavy; loads after go_offline()
 
     index = tm.task_index
     out: list[str] = []
@@ -79,8 +82,6 @@ def leaf_names(tm, names: Sequence[str]) -> list[str]:
             raise ValueError(f"task group {name!r} contains itself ({' -> '.join(trail + (name,))})")
         entry = index.get(name)
         if entry is None:
-            import difflib
-
             close = difflib.get_close_matches(name, list(index), n=5, cutoff=0.6)
             raise ValueError(f"unknown lm-eval task {name!r}; allowed: an lm-eval task, group or tag"
                              + (f" (close: {', '.join(close)})" if close else "")
@@ -146,7 +147,7 @@ def babilong_loader(local: Path, configs: Sequence[str], samples: int | None):
     ``samples`` of every config of ``configs`` concatenated, with a ``length`` column (the config's tokens)."""
 
     def load(qa_split: str, **_metadata) -> dict:
-        import datasets
+        import datasets  # optional and heavy; loads after go_offline() (it reads HF_DATASETS_OFFLINE)
 
         parts = []
         for c in configs:
@@ -162,9 +163,7 @@ def resolve(names: Sequence[str], tokenizer, lengths: Sequence[int], samples: in
             data: str | os.PathLike | None = None, tm=None) -> list[Leaf]:
     """The leaves of ``names`` with the overrides that run them offline; raises :class:`MissingData` (one line) for
     the first task whose data is not here and ``ValueError`` for an unknown name or a length a task cannot use."""
-    from lm_eval.tasks._yaml_loader import load_yaml
-
-    from repro.harness import ruler
+    from lm_eval.tasks._yaml_loader import load_yaml  # lm-eval: optional and heavy; loads after go_offline()
 
     tm = tm or task_manager()
     root = Path(data) if data is not None else None

@@ -152,7 +152,7 @@ def memory_figure(rows: Sequence[Mapping], title: str = ""):
 def chunk_map_figure(maps: Mapping[str, Mapping], title: str = ""):
     """CD-Fig14: one row per checkpoint, one panel per layer: the chunk-to-chunk attention map (log colour).
     Training-seed replicates (``cdt@seed1``, ...) are left out: one row per arm, its first seed."""
-    from repro.methods.arms import split_seed
+    from repro.methods.arms import split_seed  # repro.methods loads torch and transformers; plotting stays light
 
     names = [n for n in maps if split_seed(n)[1] == 0]
     layers = len(maps[names[0]]["map"])
