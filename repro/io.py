@@ -15,6 +15,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -29,9 +30,10 @@ class DiskFull(OSError):
         self.path = Path(path)
         while isinstance(cause, DiskFull) and cause.__cause__ is not None:  # the original error, not its wrapper
             cause = cause.__cause__
-        super().__init__(errno.ENOSPC, f"disk full while writing {str(self.path)!r} ({cause}); nothing half-written "
+        why = " ".join(str(cause).split())
+        super().__init__(errno.ENOSPC, f"disk full while writing {str(self.path)!r} ({why}); nothing half-written "
                                        "was left there and its previous version, if any, is intact. Free space "
-                                       "and run again")
+                                       "and run again; allowed: more free space")
 
     def __str__(self) -> str:
         return self.strerror
@@ -40,9 +42,19 @@ class DiskFull(OSError):
         return OSError, (self.errno, self.strerror)
 
 
+DISK_FULL_WORDS = re.compile(r"No space left on device|Disk quota exceeded|StorageFull|QuotaExceeded|"
+                             rf"\bos error ({errno.ENOSPC}|{errno.EDQUOT})\b|\bcode: ({errno.ENOSPC}|{errno.EDQUOT})\b")
+"""How a library that does not raise an ``OSError`` reports a full disk in its own words (safetensors'
+``SafetensorError``: ``IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })``)."""
+
+
 def is_disk_full(error: BaseException) -> bool:
-    """True for an ``ENOSPC`` error (the disk or quota is full)."""
-    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+    """True for an ``ENOSPC`` error (the disk or quota is full): an ``OSError`` of that errno, or another library's
+    error that says so in its own words (:data:`DISK_FULL_WORDS`: safetensors' ``SafetensorError``), whatever
+    raised it."""
+    if isinstance(error, OSError) and error.errno is not None:
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(error, Exception) and DISK_FULL_WORDS.search(" ".join(str(error).split())) is not None
 
 
 def umask() -> int:

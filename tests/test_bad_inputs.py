@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import functools
 import importlib
 import io
@@ -38,6 +39,7 @@ from repro.__main__ import main
 from repro.checkpoint_state import save_trainer_state
 from repro.data.tokenizer import train_tokenizer
 from repro.distributed import free_port
+from repro.io import DiskFull
 from repro.lora import LoraSpec
 from repro.merging import merge_checkpoints
 from repro.models import build_tiny, load_model
@@ -551,10 +553,7 @@ def data_inside_out(ws: Workspace, out: Path) -> None:
 def disk_full_at_checkpoint(ws: Workspace, out: Path) -> None:
     """``train --checkpoint-every 1`` whose first checkpoint write finds the disk full (safetensors' own error, as
     on a full tmpfs)."""
-    def full(*a, **kw):
-        raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: \"No "
-                              "space left on device\" })")
-    with mock.patch("repro.train.trainer.save_file", full):
+    with mock.patch("repro.train.trainer.save_file", safetensors_no_space):
         train(ws, out, "--checkpoint-every", "1", steps="2")
 
 
@@ -562,6 +561,38 @@ def paper_on_cpu(ws: Workspace, out: Path) -> None:
     """``train --profile paper`` (flash-attn) as on a machine without a GPU or flash-attn."""
     with mock.patch("repro.attention.doc_masked.flash_attn_available", return_value=False):
         train(ws, out, profile="paper", target="256")
+
+
+def reproduce_paper_on_cpu(ws: Workspace, out: Path, *extra: str) -> None:
+    """``reproduce --profile paper`` (run folders under ``out``) as on a machine without a GPU or flash-attn."""
+    with mock.patch("torch.cuda.is_available", return_value=False), \
+            mock.patch("repro.accel.flash_attn_available", return_value=False):
+        cli("reproduce", "--profile", "paper", "--run-dir", out / "runs", "--figures-dir", out / "figures", *extra)
+
+
+def no_space(*a, **kw):
+    """A write that finds the disk full (``OSError`` ENOSPC)."""
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def safetensors_no_space(*a, **kw):
+    """safetensors' ``save_file`` on a full disk: its own error, not an ``OSError``."""
+    raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: \"No space "
+                          "left on device\" })")
+
+
+def disk_full_at_optimizer_state(ws: Workspace, out: Path) -> None:
+    """``train --checkpoint-every 1`` whose first checkpoint finds the disk full (``OSError`` ENOSPC) while it
+    writes the optimizer state."""
+    with mock.patch("repro.train.trainer.save_trainer_state", no_space):
+        train(ws, out, "--checkpoint-every", "1", steps="2")
+
+
+def trainer_checkpoint_on_full_disk(ws: Workspace, out: Path) -> None:
+    """``Trainer.save_checkpoint`` (the Python API) while safetensors finds the disk full."""
+    trainer = Trainer(load_model(ws.model), object(), TrainConfig(max_steps=1, lr=1e-3), out, progress=False)
+    with mock.patch("repro.train.trainer.save_file", safetensors_no_space):
+        trainer.save_checkpoint()
 
 
 def hf_dataset(ws: Workspace, name: str, columns: dict) -> str:
@@ -1126,9 +1157,10 @@ CASES: list[Case] = [
          r"--out '.*E194/texts/run' is inside --data 'folder:.*E194/texts': the command's own files would be read "
          r"as data; allowed: an output folder outside the data folder", setup=data_inside_out, out=True),
     Case("E195", CLI_TRAIN, "the disk fills up while `train` writes its first checkpoint (safetensors' error)",
-         disk_full_at_checkpoint, UsageExit, r"disk full while writing '.*E195' \(.*No space left on device.*\); "
-         r"nothing half-written was left there and its previous version, if any, is intact. Free space and run "
-         r"again; allowed: more free space \(the same command then resumes from the last complete checkpoint\)"),
+         disk_full_at_checkpoint, UsageExit, r"disk full while writing '.*E195/ckpt-1' \(.*No space left on "
+         r"device.*\); nothing half-written was left there and its previous version, if any, is intact. Free space "
+         r"and run again; allowed: more free space \(the same command then resumes from the last complete "
+         r"checkpoint\)", out=True),
     Case("E196", CLI_TRAIN, "`train --profile paper` (flash-attn) on a machine without a GPU",
          paper_on_cpu, UsageExit, r"attn_implementation='flash_attention_2' needs a CUDA GPU and the flash-attn "
          r"package .*; use 'sdpa' on CPU", out=True),
@@ -1199,6 +1231,23 @@ CASES: list[Case] = [
     Case("E219", ENGINE, "`check_batch` of negative loss `weights`",
          lambda ws, out: _m("models").check_batch(a_batch(weights=-torch.ones(2, 8))), ValueError,
          r"weights hold 16 negative value\(s\) \(min -1.0\); allowed: finite values >= 0"),
+    # round three's remaining poor cases: deep anchors, a profile this machine cannot run, disk full from any writer
+    Case("E220", CLI_TRAIN, "`train --anchors` a JSON file nested 100,000 levels deep",
+         lambda ws, out: train(ws, out, "--anchors", write(ws.root / "deep-anchors.json", DEEP)), UsageExit,
+         r"--anchors '.*deep-anchors.json' is not JSON \(nested too deeply\); allowed: a JSON list of token ids",
+         out=True),
+    Case("E221", CLI_OTHER, "`reproduce --profile paper` on a machine without a GPU or flash-attn",
+         reproduce_paper_on_cpu, UsageExit, r"--profile paper needs a CUDA GPU \(for run.device='cuda' and "
+         r"attn_implementation='flash_attention_2'; this machine has none\) and the flash-attn package .*; allowed "
+         r"here: --profile smoke\|tiny, or reproduce --profile paper --dry-run", out=True),
+    Case("E222", CLI_TRAIN, "the disk fills up (`OSError` ENOSPC) while `train` writes its first checkpoint's "
+         "optimizer state", disk_full_at_optimizer_state, UsageExit,
+         r"disk full while writing '.*E222/ckpt-1' \(\[Errno 28\] No space left on device\); nothing half-written "
+         r"was left there .*; allowed: more free space", out=True),
+    Case("E223", ENGINE, "`Trainer.save_checkpoint()` while safetensors finds the disk full (its own error)",
+         trainer_checkpoint_on_full_disk, DiskFull, r"disk full while writing '.*E223/ckpt-0' \(.*No space left on "
+         r"device.*\); nothing half-written was left there and its previous version, if any, is intact. Free space "
+         r"and run again"),
 ]
 
 
@@ -1364,3 +1413,51 @@ def test_a_non_finite_loss_after_a_checkpoint_names_it_and_keeps_the_run(tmp_pat
     text = str(stopped.value)
     assert re.search(r"non-finite loss nan at step 2 .*The last checkpoint \('.*ckpt-2'\) is intact", text), text
     assert (out / "run.json").exists() and (out / "ckpt-2").is_dir()
+
+
+def test_a_full_disk_at_the_second_checkpoint_keeps_the_first_and_the_same_command_resumes(tmp_path):
+    """safetensors finds the disk full while ``ckpt-2`` is written: one ``error:`` line (the documented
+    :class:`repro.io.DiskFull` naming ``ckpt-2``), ``ckpt-1`` intact and no half-written folder; the same command
+    then resumes from ``ckpt-1`` and finishes."""
+    ws, out = workspace(), tmp_path / "run"
+    original = Trainer._write_checkpoint_files
+
+    def full_at_2(self, folder, state):
+        if self.step == 2:
+            safetensors_no_space()
+        original(self, folder, state)
+    with mock.patch.object(Trainer, "_write_checkpoint_files", full_at_2), pytest.raises(UsageExit) as stopped:
+        train(ws, out, "--checkpoint-every", "1", steps="3")
+    assert stopped.value.code == 2 and [ln for ln in LAST_STDERR if "error" in ln] == [str(stopped.value)]
+    assert re.match(r"error: disk full while writing '.*/run/ckpt-2' \(.*No space left on device.*\)",
+                    str(stopped.value))
+    assert sorted(p.name for p in out.iterdir()) == ["ckpt-1", "metrics.jsonl", "run.json"]
+    before = {f.name: f.read_bytes() for f in (out / "ckpt-1").iterdir() if f.is_file()}
+    assert before and json.loads(before["state.json"])["step"] == 1
+    train(ws, out, "--checkpoint-every", "1", steps="3")  # the same command, with room on the disk
+    assert json.loads((out / "final" / "train_summary.json").read_text())["steps"] == 3
+
+
+def test_a_non_finite_loss_is_printed_by_rank_0_alone(tmp_path):
+    """Every rank of a launched run meets the same (globally averaged) loss, so :func:`stopped_error` makes a
+    :class:`NonFiniteLoss` a :class:`RankAgreedError` (rank 0 prints it); a full disk stays one line per rank."""
+    from repro.cli.common import RankAgreedError, speaks  # noqa: PLC0415 - only this test needs them
+    from repro.cli.resume import stopped_error  # noqa: PLC0415
+    from repro.train.failures import NonFiniteLoss  # noqa: PLC0415
+
+    error = stopped_error(NonFiniteLoss(0, float("nan"), out_dir=tmp_path), tmp_path / "run")
+    assert isinstance(error, RankAgreedError) and "non-finite loss nan at step 0" in str(error)
+    full = stopped_error(DiskFull(tmp_path / "run" / "ckpt-1", OSError(errno.ENOSPC, "No space left on device")),
+                         tmp_path / "run")
+    assert not isinstance(full, RankAgreedError) and str(full).startswith("disk full while writing")
+    for rank, printed in (("0", True), ("1", False)):
+        with mock.patch.dict(os.environ, {"RANK": rank, "WORLD_SIZE": "2"}):
+            assert speaks(error) is printed and speaks(full)
+
+
+def test_reproduce_paper_dry_run_is_not_refused_on_a_cpu(tmp_path):
+    """E221's check refuses the notebooks of a profile this machine cannot run, never ``--dry-run``, which checks
+    the paper profile on a CPU."""
+    with mock.patch("repro.cli.dry_run.dry_run", return_value=0) as dry:
+        reproduce_paper_on_cpu(workspace(), tmp_path, "--dry-run")
+    assert dry.call_args.args == ("paper",) and not (tmp_path / "runs").exists()

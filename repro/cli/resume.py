@@ -15,13 +15,14 @@ except those of :data:`NOT_DEFINING` (where and how it runs, not what it compute
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
 
 from safetensors import SafetensorError, safe_open
 
-from repro.cli.common import CLIError, RankAgreedError, check_out_outside_data
-from repro.io import DiskFull, read_json
+from repro.cli.common import CLIError, RankAgreedError, check_out_outside_data, launched_rank
+from repro.io import DiskFull, is_disk_full, read_json
 from repro.profiles import get_profile
 from repro.profiles import scaled_profile
 
@@ -201,27 +202,45 @@ def stopping_errors() -> tuple[type[Exception], ...]:
 
 
 def stopped_error(error: Exception, out: Path) -> CLIError:
-    """The one-line :class:`CLIError` of a run stopped by ``error``: a :class:`NonFiniteLoss` (when the run kept no
-    checkpoint nothing was trained: its ``run.json`` and ``metrics.jsonl`` are removed, and ``out`` when that
-    leaves it empty, so no run that never trained a step is left to resume), a :class:`repro.io.DiskFull`, or a
-    safetensors error while a checkpoint was written or read (a full disk reported as :class:`repro.io.DiskFull`
-    says: the checkpoints already written are intact and the same command resumes from them)."""
-    from repro.train.checkpoints import latest_checkpoint  # repro.train imports transformers: see repro.cli.common
+    """The one-line :class:`CLIError` of a run stopped by ``error``: a :class:`NonFiniteLoss`, a
+    :class:`repro.io.DiskFull`, or a safetensors error while a checkpoint was written or read (one that says the disk
+    is full, :func:`repro.io.is_disk_full`, is reported as the :class:`repro.io.DiskFull` of ``out``: the
+    checkpoints already written are intact and the same command resumes from them).
+
+    When the run kept nothing (no checkpoint, no ``final/``) its ``run.json`` and ``metrics.jsonl`` are removed, and
+    ``out`` when that leaves it empty (rank 0 of a launched run), so no run that never kept a step is left to resume.
+
+    A :class:`NonFiniteLoss` is a :class:`RankAgreedError`: the loss and gradient norm it checks are global (averaged
+    over every process before the check), so every rank of a launched run stops alike at the same step and rank 0
+    alone prints the line. A full disk stays a plain :class:`CLIError`: it is met by the process that writes (rank 0
+    for the weights, every rank for its engine state), which prints it."""
     from repro.train.failures import NonFiniteLoss  # repro.train imports transformers: see repro.cli.common
 
-    if isinstance(error, NonFiniteLoss) and out.is_dir() and latest_checkpoint(out) is None:
+    if isinstance(error, (NonFiniteLoss, DiskFull)) or is_disk_full(error):
+        forget_untrained(out)
+    if isinstance(error, NonFiniteLoss):
+        return RankAgreedError(" ".join(str(error).split()))
+    if not isinstance(error, DiskFull) and is_disk_full(error):  # safetensors says so in its own words
+        error = DiskFull(out, error)
+    if isinstance(error, DiskFull):
+        return CLIError(f"{' '.join(str(error).split())} (the same command then resumes from the last complete "
+                        "checkpoint)")
+    if isinstance(error, SafetensorError):
+        text = " ".join(str(error).split())
+        return CLIError(f"a checkpoint of {str(out)!r} could not be written or read (safetensors: {short(text, 200)}); "
+                        "allowed: a complete checkpoint (re-run the command to resume from the last complete one)")
+    return CLIError(" ".join(str(error).split()))
+
+
+def forget_untrained(out: Path) -> None:
+    """Remove ``run.json`` and ``metrics.jsonl`` of a run in ``out`` that kept nothing (no checkpoint, no
+    ``final/``), and ``out`` when that leaves it empty; rank 0 of a launched run alone (the others write nothing)."""
+    from repro.train.checkpoints import latest_checkpoint  # repro.train imports transformers: see repro.cli.common
+
+    if launched_rank() != 0 or not out.is_dir() or latest_checkpoint(out) is not None or (out / "final").exists():
+        return
+    with contextlib.suppress(OSError):
         for name in ("run.json", "metrics.jsonl"):
             (out / name).unlink(missing_ok=True)
         if not any(out.iterdir()):
             out.rmdir()
-    if isinstance(error, SafetensorError):  # safetensors reports a full disk in its own words
-        text = " ".join(str(error).split())
-        if "No space left" in text or "os error 28" in text or "code: 28" in text:
-            return CLIError(f"{DiskFull(out, error)}; allowed: more free space (the same command then resumes from "
-                            "the last complete checkpoint)")
-        return CLIError(f"a checkpoint of {str(out)!r} could not be written or read (safetensors: {short(text, 200)}); "
-                        "allowed: a complete checkpoint (re-run the command to resume from the last complete one)")
-    if isinstance(error, DiskFull):
-        return CLIError(f"{error}; allowed: more free space (the same command then resumes from the last complete "
-                        "checkpoint)")
-    return CLIError(" ".join(str(error).split()))

@@ -85,8 +85,9 @@ def read_anchors(path: str | None, method: str, vocab: int, needed: bool = False
         return None
     try:
         raw = read_json(path)
-    except ValueError as e:
-        raise CLIError(f"--anchors {path!r} is not JSON ({e}); allowed: a JSON list of token ids or "
+    except (ValueError, RecursionError) as e:  # RecursionError: JSON nested too deeply for Python's parser
+        why = "nested too deeply" if isinstance(e, RecursionError) else " ".join(str(e).split())[:200]
+        raise CLIError(f"--anchors {path!r} is not JSON ({why}); allowed: a JSON list of token ids or "
                        "{'anchors': [...]}") from e
     ids = raw.get("anchors") if isinstance(raw, dict) else raw
     if isinstance(ids, list) and not ids:

@@ -2,8 +2,8 @@
 same metrics and final weights after 2 steps (float32: to rounding), and the refusals of impossible splits.
 
 The DDP runs of the eight methods share one launch of the two processes (``tests/cli/train_many.py``: the same
-``train`` command lines through :func:`repro.__main__.main`, one after the other), since start-up is most of a tiny run's
-time; the ZeRO-3 and LoRA cases launch ``python -m repro train`` itself."""
+``train`` command lines through :func:`repro.__main__.main`, one after the other), since start-up is most of a tiny
+run's time; the ZeRO-3 and LoRA cases launch ``python -m repro train`` itself."""
 
 import json
 import os
