@@ -76,6 +76,14 @@ def _index_md(text: str) -> str:
     return _RUN.sub("<run>", _RATE.sub("<rate>", _DATE.sub("<date>", "\n".join(lines))))
 
 
+def _figures_page(text: str) -> str:
+    """A paper's figures page (:mod:`repro.figures_index`) without dates, run ids, throughput, or the record of a timed
+    target (its section reduced to its heading)."""
+    parts = text.split("\n## ")
+    kept = [parts[0], *(p.split("\n", 1)[0] if p.split("\n", 1)[0] in TIMED_TARGETS else p for p in parts[1:])]
+    return _RUN.sub("<run>", _RATE.sub("<rate>", _DATE.sub("<date>", "\n## ".join(kept))))
+
+
 def _index_json(index: Any) -> Any:
     """index.json without the ``ours`` and ``note`` of timed targets, and with throughput masked."""
     if not isinstance(index, dict):
@@ -89,8 +97,11 @@ def _index_json(index: Any) -> Any:
     return out
 
 
+FIGURES_PAGES = ("testbed.md", "longrecipe.md", "selfdistill.md", "cdt.md", "prolong.md")
+"""The figures pages of a run's figures folder (:func:`repro.figures_index.page_name`)."""
 TEXT_VOLATILE: Mapping[str, Callable[[str], str]] = {
     "*INDEX.md": _index_md,
+    **{f"*figures*/{page}": _figures_page for page in FIGURES_PAGES},
     **{f"*{t}*.md": _timed_rows_md for t in TIMED_TARGETS},
     **{f"*{t}*.csv": _timed_rows_csv for t in TIMED_TARGETS},
 }

@@ -275,18 +275,26 @@ def short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
+def env_limit(name: str, default: int) -> int:
+    """``default``, or the integer >= 1 in environment variable ``name`` (a :class:`CLIError` naming a bad one):
+    the explicit way past a sanity bound."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise CLIError(f"{name}={short(text)!r}; allowed: an integer >= 1 (unset: {default:,})")
+    return value
+
+
 def at_most(value: int, flag: str, env: str, default: int) -> int:
     """``value`` of a size-like option when it is at most its bound (``default``, or the integer in environment
-    variable ``env``: the explicit way past it), else a :class:`CLIError` naming both; checked before any work."""
-    text = os.environ.get(env)
-    limit = default
-    if text is not None:
-        try:
-            limit = int(text)
-        except ValueError:
-            limit = 0
-        if limit < 1:
-            raise CLIError(f"{env}={short(text)!r}; allowed: an integer >= 1 (unset: {default:,})")
+    variable ``env``: the explicit way past it, :func:`env_limit`), else a :class:`CLIError` naming both; checked
+    before any work."""
+    limit = env_limit(env, default)
     if value > limit:
         raise CLIError(f"{flag} {value:,} is larger than allowed; allowed: {flag} <= {limit:,} (set {env} to go "
                        "further)")

@@ -4,14 +4,13 @@ the fixes it makes to a model's config, each with one ``warning:`` line (:mod:`r
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from repro.cli.common import CLIError, launched_rank, warn
+from repro.cli.common import CLIError, env_limit, launched_rank, warn
 from repro.io import read_json
 
 MIN_TARGET = 16
@@ -28,21 +27,6 @@ forward and backward (in micro batches), so a step of more tokens than this runs
 models before its first line of output: the bound is a time and memory estimate checked before any work."""
 SEED_LIMIT = 1 << 32
 """``--seed`` must be below this (numpy's seeds are 32-bit)."""
-
-
-def env_limit(name: str, default: int) -> int:
-    """``default``, or the integer >= 1 in environment variable ``name`` (a :class:`CLIError` naming a bad one):
-    the explicit way past a sanity bound."""
-    text = os.environ.get(name)
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise CLIError(f"{name}={text!r}; allowed: an integer >= 1 (unset: {default:,})")
-    return value
 
 
 def check_counts(args: argparse.Namespace) -> None:

@@ -5,6 +5,7 @@ import json
 from repro.claims import headline_of
 from repro.reports.attention import per_layer
 from repro.reports.headline import judge
+from repro.figures_index import render_pages
 from repro.reports.index_check import check_index, main
 
 RUN, COMMIT = "20261201T120000Z-abc123", "0123456789ab"
@@ -104,6 +105,9 @@ def test_rp_fig2_is_checked_at_its_layers():
 
 def test_the_command_reads_a_folder(tmp_path, capsys):
     (tmp_path / "index.json").write_text(json.dumps(consistent()))
+    assert main([str(tmp_path)]) == 1 and "INDEX.md: missing" in capsys.readouterr().out  # the pages belong to it
+    for name, text in render_pages(consistent()).items():
+        (tmp_path / name).write_text(text)
     assert main([str(tmp_path)]) == 0 and "0 problem(s)" in capsys.readouterr().out
     (tmp_path / "index.json").write_text(json.dumps({**consistent(), "CD-Fig5": _row("yes")}))
     assert main([str(tmp_path)]) == 1
