@@ -106,6 +106,9 @@ def go_offline(cache: str | os.PathLike | None = None, essays: str | os.PathLike
     ``NLTK_DATA``; returns the NLTK folder. Call it before lm-eval, datasets or nltk is imported: they read the
     switches when they are imported (a process that already imported them keeps what it read)."""
     os.environ.update(OFFLINE_ENV)
+    hub = sys.modules.get("huggingface_hub.constants")
+    if hub is not None:  # imported before the switch was set (the command line loads transformers at start-up)
+        hub.HF_HUB_OFFLINE = True  # is_offline_mode() reads this module global at every call
     texts = read_essays(essays)
     folder = punkt_model(texts, Path(cache or default_cache()) / "nltk" / config_hash(list(texts)))
     paths = [str(folder)] + [p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p and p != str(folder)]
