@@ -23,8 +23,7 @@ from safetensors import SafetensorError, safe_open
 
 from repro.cli.common import CLIError, RankAgreedError, check_out_outside_data, launched_rank
 from repro.io import DiskFull, is_disk_full, read_json
-from repro.profiles import get_profile
-from repro.profiles import scaled_profile
+from repro.profiles import get_profile, scaled_profile
 
 NOT_DEFINING: frozenset[str] = frozenset({
     "cmd", "out", "no_progress", "checkpoint_every", "device", "deepspeed", "sequence_parallel",

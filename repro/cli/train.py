@@ -33,7 +33,7 @@ from repro.cli.data import DATA_KINDS, parse_data_spec
 from repro.cli.resume import check_start, stopped_error, stopping_errors
 from repro.cli.train_checks import (MAX_STEPS, MAX_TARGET, MAX_TOKENS_PER_STEP, MIN_TARGET, SEED_LIMIT,  # noqa: F401
                                     check_counts, check_lora_rank, check_step_tokens, env_limit, fit_config,
-                                    launch_hint, model_rope, notice, read_anchors, run_rope)
+                                    launch_hint, model_rope, notice, read_anchors, run_rope, upcast_note)
 from repro.devices import resolve_device
 from repro.distributed import free_port, is_launched, launched_world_size, make_accelerator
 from repro.io import atomic_write_json
@@ -310,8 +310,9 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
     spec = arm_spec(p, arm, tok, data)
     settings = dict(spec.model)
     settings["rope"], note = run_rope(spec.model["rope"], model_rope(args.model), args.rope_theta)
-    if note:
-        notice(note)
+    for line in (note, upcast_note(args.model)):
+        if line:
+            notice(line)
     model = load_cli_model(args.model, args.trust_remote_code, attn_implementation=p.model.attn_implementation,
                            **settings)
     if model.config.vocab_size < len(tok):

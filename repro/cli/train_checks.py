@@ -124,6 +124,18 @@ def model_rope(model: str | Path) -> dict:
     return rope
 
 
+def upcast_note(model: str | Path) -> str | None:
+    """The notice of a run whose ``--model`` holds weights other than float32 on disk (its ``config.json``'s
+    ``dtype`` / ``torch_dtype``): they train as float32 (weights and optimizer states; ``--dtype`` sets only the
+    autocast) and the saved checkpoint is float32. None for float32 weights or a config that names no dtype."""
+    cfg = read_json(Path(model) / "config.json")
+    dtype = cfg.get("dtype") or cfg.get("torch_dtype") if isinstance(cfg, dict) else None
+    if not isinstance(dtype, str) or dtype in ("float32", "auto"):
+        return None
+    return (f"--model's weights are {dtype} on disk; they train and are saved as float32 (weights and optimizer "
+            "states; --dtype sets only the autocast)")
+
+
 def run_rope(method_rope: dict | None, own: dict, rope_theta: float | None) -> tuple[dict | None, str | None]:
     """``(rope for load_model, notice)`` of a run on the user's model: the model's own RoPE base unless
     ``--rope-theta`` (``rope_theta``) sets one; a RoPE scaling the profile's ``extend`` section sets (``rope_type``

@@ -290,3 +290,16 @@ def test_code_shipped_with_a_model_runs_only_with_trust_remote_code(tiny_model_d
     assert "ships its own model code" in err and "allowed: --trust-remote-code" in err and not marker.exists()
     assert main(_args(model, text_folder, tmp_path / "yes", "flt", 1, "--trust-remote-code")) == 0
     assert marker.exists() and len(read_jsonl(tmp_path / "yes" / "metrics.jsonl")) == 1
+
+
+def test_weights_not_float32_on_disk_get_a_one_line_notice(tmp_path):
+    from repro.cli.train_checks import upcast_note
+
+    for dtype, said in (("bfloat16", True), ("float16", True), ("float32", False), (None, False)):
+        fields = {"model_type": "llama", **({"dtype": dtype} if dtype else {})}
+        (tmp_path / "config.json").write_text(json.dumps(fields))
+        note = upcast_note(tmp_path)
+        assert (note is not None) == said
+        if said:
+            assert note == (f"--model's weights are {dtype} on disk; they train and are saved as float32 (weights and "
+                            "optimizer states; --dtype sets only the autocast)")
