@@ -12,7 +12,8 @@ CD-Fig3, 4, 5, 7 and 8, computed with the memory-linear scores of :mod:`repro.an
   and after one emphasizing step (Eq. 4) of the optimizer.
 
 Every score is the model's on the sample *with its reference answer appended* (teacher forcing): Eq. 1's loss is
-the answer's cross-entropy.
+the cross-entropy of the answer's own tokens (:attr:`~repro.analysis.typed_samples.TypedSample.answer_positions`:
+the end-of-sequence terminator after them is not part of the target).
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 A :class:`TypedSample` is one prompt of CDT's multi-hop task (:mod:`repro.tasks.multihop`) with the reference answer
 appended as in training rows (`` <answer>`` then end-of-sequence), the type of every token (``supporting``,
 ``interference``, ``irrelevant``, ``low_frequency``, ``prompt``, and ``answer`` for the appended tokens), the
-answer positions (the loss of Eq. 1 is on these) and the training weights of such a row (answer 1, the rest
-``context_weight``). :func:`answers_correct` splits samples by whether the model's greedy answer is right.
+answer positions (the loss of Eq. 1 is on these: the answer's own tokens, not the end-of-sequence
+terminator, which on a chat model is ``<|im_end|>`` and would dominate the loss) and the training weights of such
+a row (answer and terminator 1, the rest ``context_weight``). :func:`answers_correct` splits samples by whether
+the model's greedy answer is right.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ class TypedSample:
 
     @property
     def answer_positions(self) -> np.ndarray:
-        """Positions of the answer tokens (the end-of-sequence included)."""
-        return np.arange(self.prompt_tokens, len(self.input_ids))
+        """Positions of the answer's own tokens (IG's target, Eq. 1's ``Y``): the end-of-sequence terminator after
+        them is left out."""
+        return np.arange(self.prompt_tokens, len(self.input_ids) - 1)
 
 
 def typed_min_length(tokenizer, n: int, hops: int = 2, key_pool: str = "train",

@@ -13,6 +13,7 @@ from repro.cli.common import CLIError, warnings_as_lines
 from repro.cli.train_checks import MIN_TARGET
 from repro.data.corpus import Corpus, SkippedFileWarning, iter_code, iter_prose
 from repro.data.long_sources import BUILTIN_SPECS, source_documents, split_by_length
+from repro.data.special_tokens import document_separator
 from repro.data.streams import TokenStream
 from repro.data.synthetic import CorpusRows
 from repro.methods.prolong import long_threshold
@@ -41,15 +42,16 @@ def builtin_corpus(tokenizer, max_bytes: int | None):
     :class:`repro.data.corpus.Corpus` (what the ``corpus:`` specs read)."""
     docs = [*iter_code(max_bytes), *iter_prose(max_bytes)]
     enc = tokenizer([d.text for d in docs], add_special_tokens=False).input_ids
-    ids = [np.asarray([tokenizer.bos_token_id, *e], dtype=np.int64) for e in enc]
+    sep = document_separator(tokenizer)
+    ids = [np.asarray([sep, *e], dtype=np.int64) for e in enc]
     offsets = np.concatenate([[0], np.cumsum([len(i) for i in ids])]).astype(np.int64)
     return Corpus(Path("."), docs, np.concatenate(ids), offsets, [d.source for d in docs], {})
 
 
 def documents(spec: str, tokenizer, threshold: int, max_bytes: int | None = 2_000_000) -> list[np.ndarray]:
-    """The tokenized documents (BOS first) of ``spec``; ``threshold`` is the long-document length (``corpus:short``
-    cuts below it), ``max_bytes`` caps each built-in source. A file the source skips (a ``.txt`` of binary data)
-    gets one ``warning:`` line naming it."""
+    """The tokenized documents (separator first) of ``spec``; ``threshold`` is the long-document length
+    (``corpus:short`` cuts below it), ``max_bytes`` caps each built-in source. A file the source skips (a ``.txt``
+    of binary data) gets one ``warning:`` line naming it."""
     spec = parse_data_spec(spec)
     corpus = builtin_corpus(tokenizer, max_bytes) if spec.startswith("corpus:") else None
     try:

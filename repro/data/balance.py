@@ -28,11 +28,14 @@ def as_numpy(x) -> np.ndarray:
 
 
 def padding_mask(batch: Mapping, pad_id: int | None = None) -> np.ndarray:
-    """(rows, T) True at padding tokens. With ``pad_id``: the tokens equal to it. Without, the convention of
-    :func:`repro.data.packing.pack_rows`: the last segment of a row (by ``doc_ids``; without them, the trailing run
-    of tokens) when none of its tokens has a target weight; a real last document with no weighted target is then
-    counted as padding."""
+    """(rows, T) True at padding tokens: where the batch's ``attention_mask`` is 0 (packed rows carry one). A batch
+    without one: with ``pad_id``, the tokens equal to it (an EOS that is also the pad token counts as padding);
+    without, the convention of :func:`repro.data.packing.pack_rows`: the last segment of a row (by ``doc_ids``;
+    without them, the trailing run of tokens) when none of its tokens has a target weight; a real last document
+    with no weighted target is then counted as padding."""
     ids = as_numpy(batch["input_ids"])
+    if batch.get("attention_mask") is not None:
+        return as_numpy(batch["attention_mask"]) == 0
     if pad_id is not None:
         return ids == pad_id
     zero = as_numpy(batch["weights"]) == 0

@@ -56,7 +56,8 @@ class Document:
 
 @dataclass
 class Corpus:
-    """A tokenized corpus: documents, their token arrays (BOS first, concatenated) and the manifest."""
+    """A tokenized corpus: documents, their token arrays (each led by the tokenizer's document
+    separator, :func:`repro.data.special_tokens.document_separator`; concatenated) and the manifest."""
 
     path: Path
     """The folder it was built in (``Path(".")`` for one built in memory)."""

@@ -1,6 +1,7 @@
 """ProLong's data sources (§3.1-3.3), from what the testbed's corpus holds or from a user's files.
 
-Source specs (each gives tokenized documents, BOS first, as :class:`~repro.data.streams.TokenStream` reads them):
+Source specs (each gives tokenized documents, each starting with the tokenizer's document separator
+(:func:`repro.data.special_tokens.document_separator`), as :class:`~repro.data.streams.TokenStream` reads them):
 
 * ``corpus:code`` — **code repositories**: the corpus's ``code`` documents (each stdlib package, all its files
   concatenated: a repository, as ProLong's code repos are).
@@ -26,6 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from repro.data.corpus import iter_source
+from repro.data.special_tokens import document_separator
 
 BUILTIN_SPECS: tuple[str, ...] = ("corpus:code", "corpus:books", "corpus:short")
 """The built-in source specs (derived from the testbed corpus)."""
@@ -43,7 +45,7 @@ def _volume(name: str) -> str:
 
 
 def _bind(parts: Sequence[np.ndarray]) -> np.ndarray:
-    """Documents (each BOS-first) bound into one: the first BOS kept, the later ones dropped."""
+    """Documents (each separator-first) bound into one: the first separator kept, the later ones dropped."""
     return np.concatenate([parts[0], *(p[1:] for p in parts[1:])])
 
 
@@ -63,18 +65,19 @@ def code_blocks(text: str) -> list[str]:
     return out
 
 
-def _cut(ids: np.ndarray, below: int, bos: int) -> list[np.ndarray]:
-    """``ids`` (BOS-first) cut into pieces of fewer than ``below`` tokens, each BOS-first."""
+def _cut(ids: np.ndarray, below: int, sep: int) -> list[np.ndarray]:
+    """``ids`` (separator-first) cut into pieces of fewer than ``below`` tokens, each starting with ``sep``."""
     body = ids[1:]
     step = below - 2
-    return [np.r_[bos, body[i:i + step]].astype(np.int64) for i in range(0, max(len(body), 1), step)]
+    return [np.r_[sep, body[i:i + step]].astype(np.int64) for i in range(0, max(len(body), 1), step)]
 
 
 def source_documents(spec: str, corpus, tokenizer, threshold: int) -> list[np.ndarray]:
     """The tokenized documents of source ``spec`` (see the module docstring); ``corpus`` is the testbed's
-    :class:`repro.data.corpus.Corpus` (for ``corpus:`` specs), ``threshold`` the long-document length."""
+    :class:`repro.data.corpus.Corpus` (for ``corpus:`` specs, whose documents already start with the separator),
+    ``threshold`` the long-document length."""
     kind, _, arg = spec.partition(":")
-    bos = tokenizer.bos_token_id
+    sep = document_separator(tokenizer)
     if kind == "corpus":
         if arg not in ("code", "books", "short"):
             raise ValueError(f"unknown source {spec!r}; allowed: {', '.join(BUILTIN_SPECS)}, folder:<path>, "
@@ -91,13 +94,13 @@ def source_documents(spec: str, corpus, tokenizer, threshold: int) -> list[np.nd
             return [_bind(v) for _, v in sorted(volumes.items())]
         texts = [b for d, _ in docs if d.source == "code" for b in code_blocks(d.text)]
         enc = tokenizer(texts, add_special_tokens=False).input_ids if texts else []
-        pieces = [np.asarray([bos, *e], dtype=np.int64) for e in enc]
+        pieces = [np.asarray([sep, *e], dtype=np.int64) for e in enc]
         pieces += [ids for d, ids in docs if d.source == "prose"]
-        return [c for ids in pieces for c in (_cut(ids, threshold, bos) if len(ids) >= threshold else [ids])]
+        return [c for ids in pieces for c in (_cut(ids, threshold, sep) if len(ids) >= threshold else [ids])]
     if kind in ("folder", "hf_disk") and arg:
         texts = [d.text for d in iter_source(spec)]
         enc = tokenizer(texts, add_special_tokens=False).input_ids if texts else []
-        return [np.asarray([bos, *e], dtype=np.int64) for e in enc]
+        return [np.asarray([sep, *e], dtype=np.int64) for e in enc]
     raise ValueError(f"unknown source {spec!r}; allowed: {', '.join(BUILTIN_SPECS)}, folder:<path>, hf_disk:<path>")
 
 

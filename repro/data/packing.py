@@ -46,8 +46,10 @@ def pack_rows(segments: Iterable[Segment], seq_len: int, pad_id: int) -> dict[st
     """Greedily pack segments (in order) into rows of ``seq_len`` tokens.
 
     Returns ``input_ids``, ``weights`` (target weight of each token), ``position_ids``,
-    ``doc_ids`` (segment index inside its row; padding gets its own id) and
-    ``answer_group`` (index of the answer a token belongs to, -1 elsewhere), each of
+    ``doc_ids`` (segment index inside its row; padding gets its own id),
+    ``answer_group`` (index of the answer a token belongs to, -1 elsewhere) and
+    ``attention_mask`` (1 on the segments' tokens, 0 on padding: HF's convention, and the only
+    record of which tokens are padding, since the pad token may also be a real EOS), each of
     shape (rows, seq_len). A segment longer than ``seq_len`` is an error: split it
     first with :func:`chunk_document`.
     """
@@ -67,7 +69,8 @@ def pack_rows(segments: Iterable[Segment], seq_len: int, pad_id: int) -> dict[st
         used += n
     if not rows[-1]:
         rows.pop()
-    out = {k: np.zeros((len(rows), seq_len), dtype=np.int64) for k in ("input_ids", "position_ids", "doc_ids")}
+    out = {k: np.zeros((len(rows), seq_len), dtype=np.int64)
+           for k in ("input_ids", "position_ids", "doc_ids", "attention_mask")}
     out["weights"] = np.zeros((len(rows), seq_len), dtype=np.float32)
     out["answer_group"] = np.full((len(rows), seq_len), -1, dtype=np.int64)
     group = 0
@@ -81,6 +84,7 @@ def pack_rows(segments: Iterable[Segment], seq_len: int, pad_id: int) -> dict[st
             out["weights"][r, t:t + n] = w
             out["position_ids"][r, t:t + n] = np.arange(n) if seg.positions is None else seg.positions
             out["doc_ids"][r, t:t + n] = d
+            out["attention_mask"][r, t:t + n] = 1
             if seg.answer is not None and seg.answer.any():
                 out["answer_group"][r, t:t + n][seg.answer] = group
                 group += 1

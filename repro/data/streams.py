@@ -98,9 +98,9 @@ class TaskStream:
 
 def merge_pieces(pieces: Sequence[Segment]) -> Segment:
     """One segment from a row's document pieces: the documents attend to each other (no document mask), with
-    positions ``0..n-1`` over the row (ProLong's "w/o document masks": documents concatenated, each starting with
-    its BOS token, full causal attention). The targets are those of the masked row: the first token of each piece
-    is not predicted."""
+    positions ``0..n-1`` over the row (ProLong's "w/o document masks": documents concatenated, each starting
+    with the document separator, full causal attention). The targets are those of the masked row: the first token
+    of each piece is not predicted."""
     if not pieces:
         raise ValueError("merge_pieces needs at least one segment")
     toks = np.concatenate([p.tokens for p in pieces])

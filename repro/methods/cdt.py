@@ -177,9 +177,14 @@ def perturb(embeds: torch.Tensor, grad: torch.Tensor, below: torch.Tensor, above
     return embeds + shift.to(embeds.dtype), size
 
 
-def valid_tokens(batch: dict[str, torch.Tensor], pad_id: int | None) -> torch.Tensor:
-    """Non-padding tokens of a batch: ``input_ids != pad_id`` (all tokens when ``pad_id`` is None)."""
+def valid_tokens(batch: dict[str, torch.Tensor], pad_id: int | None = None) -> torch.Tensor:
+    """Non-padding tokens of a batch: its ``attention_mask`` (1 = a real token, as packed rows and HF tokenizers
+    give it). Only a batch without one falls back to ``input_ids != pad_id`` (all tokens when ``pad_id`` is None),
+    which also drops every real token equal to the pad id: an answer's EOS when the tokenizer pads with its EOS."""
     ids = batch["input_ids"]
+    mask = batch.get("attention_mask")
+    if mask is not None:
+        return torch.as_tensor(mask, device=ids.device) != 0
     return torch.ones_like(ids, dtype=torch.bool) if pad_id is None else ids != pad_id
 
 

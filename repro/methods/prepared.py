@@ -22,7 +22,7 @@ from repro.io import atomic_dir, atomic_write_json, read_json
 from repro.manifest import environment
 from repro.methods.protocol import OPTIONAL_HOOKS
 
-ARRAYS: tuple[str, ...] = ("input_ids", "position_ids", "weights", "doc_ids", "answer_group",
+ARRAYS: tuple[str, ...] = ("input_ids", "position_ids", "weights", "doc_ids", "answer_group", "attention_mask",
                            "perturbed_position_ids", "split", "kl_mask")
 """The batch arrays a prepared file holds (those the method produces)."""
 

@@ -4,9 +4,9 @@ Each row of a step is one stream's row (:class:`repro.data.mixing.Mixture`): a w
 (code repositories, books), several short documents packed (ShortMix), or a testbed task row. With document
 masks (``doc_masks=True``, ProLong's default) each document piece is its own segment: positions restart and
 attention stays inside it (:func:`repro.data.packing.pack_rows`; on CPU, :mod:`repro.attention` computes only
-the in-document blocks). Without, the pieces are concatenated into one segment (documents separated by their
-BOS token, full causal attention across them), with the same prediction targets
-(:func:`repro.data.streams.merge_pieces`).
+the in-document blocks). Without, the pieces are concatenated into one segment (documents separated by the
+tokenizer's document separator, :mod:`repro.data.special_tokens`; full causal attention across them), with the
+same prediction targets (:func:`repro.data.streams.merge_pieces`).
 
 The method's state counts rows and tokens per stream (``rows_<stream>``, ``tokens_<stream>``): the mix actually
 trained on (PL-Tab3).

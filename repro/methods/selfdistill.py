@@ -149,20 +149,39 @@ def perturb_rows(spec: SelfDistillSpec, position_ids: np.ndarray, rng: np.random
 
 
 def selfdistill_batch(input_ids: torch.Tensor, spec: SelfDistillSpec, rng: np.random.Generator,
-                      pad_id: int | None = None) -> dict[str, torch.Tensor]:
+                      pad_id: int | None = None, attention_mask=None) -> dict[str, torch.Tensor]:
     """A ready batch for :func:`selfdistill_loss` from plain rows of token ids (B, T) at the target length, for
     a training loop of your own on any HF causal LM with RoPE: standard indices ``0..T-1``, loss weight 1 on
-    every non-pad token, one perturbed view per row (:func:`perturb_rows`)."""
+    every real token, one perturbed view per row (:func:`perturb_rows`). The real tokens are those of
+    ``attention_mask`` ((B, T), 1 = real, as a padding tokenizer returns it); without one, the tokens that are not
+    ``pad_id`` (all when None), which drops an EOS that is also the pad token: pass the mask then."""
     ids = torch.as_tensor(input_ids)
     if ids.ndim != 2 or ids.shape[1] < 2:
         raise ValueError(f"input_ids of shape {tuple(ids.shape)}; expected (batch, length) with length >= 2")
     B, T = ids.shape
-    valid = np.ones((B, T), dtype=bool) if pad_id is None else (ids != pad_id).cpu().numpy()
+    if attention_mask is not None:
+        mask = torch.as_tensor(attention_mask)
+        if tuple(mask.shape) != (B, T):
+            raise ValueError(f"attention_mask of shape {tuple(mask.shape)}; allowed: the shape of input_ids {(B, T)}")
+        valid = (mask != 0).cpu().numpy()
+    else:
+        valid = np.ones((B, T), dtype=bool) if pad_id is None else (ids != pad_id).cpu().numpy()
     pos = np.tile(np.arange(T, dtype=np.int64), (B, 1))
     out = {"input_ids": ids, "position_ids": torch.as_tensor(pos, device=ids.device),
-           "weights": torch.as_tensor(valid, dtype=torch.float32, device=ids.device)}
+           "weights": torch.as_tensor(valid, dtype=torch.float32, device=ids.device),
+           "attention_mask": torch.as_tensor(valid, dtype=torch.int64, device=ids.device)}
     out.update({k: torch.as_tensor(v, device=ids.device) for k, v in perturb_rows(spec, pos, rng, valid).items()})
     return out
+
+
+def real_tokens(batch, pad_id: int | None) -> np.ndarray:
+    """(B, T) bool: the batch's real tokens, from its ``attention_mask`` (packed rows carry one); only a batch
+    without one falls back to the tokens that are not ``pad_id``."""
+    mask = batch.get("attention_mask")
+    if mask is not None:
+        return np.asarray(mask) != 0
+    ids = np.asarray(batch["input_ids"])
+    return np.ones(ids.shape, dtype=bool) if pad_id is None else ids != pad_id
 
 
 class SelfDistillation(OnInnerRows):
@@ -183,7 +202,7 @@ class SelfDistillation(OnInnerRows):
     def batch(self, step: int) -> dict[str, np.ndarray]:
         b = dict(self.inner.batch(step))
         rng = step_rng(self.seed, step, 2)
-        b.update(perturb_rows(self.spec, b["position_ids"], rng, b["input_ids"] != self.pad_id))
+        b.update(perturb_rows(self.spec, b["position_ids"], rng, real_tokens(b, self.pad_id)))
         return b
 
     def loss(self, model, batch, state):

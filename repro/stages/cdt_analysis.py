@@ -41,7 +41,8 @@ def cd_scores(profile: Profile | str, run_dir: str | Path = "runs", force: bool 
     p = as_profile(profile)
     final = Path(path) if path else train_task_model(p, "ce", run_dir, progress=progress)
     key = stage_key("cdscores", {"ckpt": checkpoint_id(final, run_dir), "cdt": p.cdt, "window": p.base.window,
-                                 "context_weight": p.extend.context_weight, "step": manual_step(p)})
+                                 "context_weight": p.extend.context_weight, "step": manual_step(p),
+                                 "target": "answer"})  # IG's target: the answer without its EOS (older: with)
     return cached_json(eval_path(run_dir, p, f"cdscores-{key}"), force, lambda: cd_record(final, p, progress))
 
 
@@ -57,7 +58,7 @@ def cd_curve(profile: Profile | str, run_dir: str | Path = "runs", force: bool =
         out[obj] = {}
         for step, path in task_checkpoints(final).items():
             key = stage_key("cdscores", {"ckpt": checkpoint_id(path, run_dir), "cdt": cd, "curve": True,
-                                         "window": p.base.window})
+                                         "window": p.base.window, "target": "answer"})  # as cd_scores' key
 
             def compute(path=path) -> dict:
                 model = load_model(path, **p.run.load_kwargs()).eval()

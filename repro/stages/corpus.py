@@ -11,6 +11,7 @@ import numpy as np
 from transformers import AutoTokenizer
 
 from repro.data.corpus import Corpus, Document, iter_source, manifest
+from repro.data.special_tokens import document_separator
 from repro.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from repro.io import atomic_dir, atomic_write_json, atomic_write_text, read_json, read_jsonl
 from repro.manifest import environment
@@ -61,7 +62,8 @@ def build_corpus(profile: Profile | str, run_dir: str | Path = "runs", force: bo
             else:
                 tok = train_tokenizer(_tokenizer_sample(docs, p.tokenizer.train_bytes), p.tokenizer.vocab_size)
             enc = tok([d.text for d in docs], add_special_tokens=False).input_ids
-            ids = [[tok.bos_token_id, *e] for e in enc]
+            sep = document_separator(tok)  # the tokenizer's BOS, unless that opens a chat turn
+            ids = [[sep, *e] for e in enc]
             counts = [len(e) for e in ids]
             with atomic_dir(path) as tmp:
                 save_tokenizer(tok, tmp / "tokenizer")

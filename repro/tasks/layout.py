@@ -3,7 +3,8 @@
 Every generator builds ``prefix + context + question`` where the context is a
 list of haystack *units* (noise sentences, corpus words, distractor needles,
 documents, ...) with evidence *inserts* placed at depths. The number of units
-is chosen so the prompt (with ``<|bos|>``) has at most ``length`` tokens and
+is chosen so the prompt (with the special tokens its tokenizer adds: ``<|bos|>`` on the testbed's, none on
+SmolLM2's; :mod:`repro.data.special_tokens`) has at most ``length`` tokens and
 no further unit fits (:func:`fit_count`), so lengths are exact up to one unit
 (one word or noise sentence for most tasks).
 """
@@ -35,7 +36,8 @@ def piece_costs(tokenizer, pieces: Sequence[str]) -> list[int]:
 
 
 def prompt_tokens(tokenizer, prompt: str) -> int:
-    """Token count of a full prompt, ``<|bos|>`` included (what ``length`` measures)."""
+    """Token count of a full prompt as the tokenizer encodes it, its own special tokens included (``<|bos|>`` on the
+    testbed tokenizer; what ``length`` measures)."""
     return len(tokenizer(prompt).input_ids)
 
 
@@ -87,7 +89,7 @@ def assemble(prefix: str, haystack: Sequence[str], inserts: Sequence[tuple[float
 
 def fit_count(tokenizer, length: int, build: Callable[[int], str], costs: Sequence[int], fixed: int,
               task: str = "task") -> int:
-    """Largest ``k <= len(costs)`` with ``build(k)`` at most ``length`` tokens (bos included).
+    """Largest ``k <= len(costs)`` with ``build(k)`` at most ``length`` tokens (special tokens included).
 
     ``costs[i]`` estimates the tokens unit ``i`` adds and ``fixed`` those of
     everything else; the estimate is then corrected with real token counts.
