@@ -10,6 +10,10 @@ import pytest
 
 from repro import model_store
 from repro.__main__ import main
+from repro.cli.data import documents
+from repro.data.packing import lm_segment, pack_rows
+from repro.data.special_tokens import document_separator
+from repro.data.tokenizer import load_tokenizer
 from repro.io import read_jsonl
 
 NAME = "smollm2-135m-instruct"
@@ -56,3 +60,19 @@ def test_evaluate_by_name_finds_a_single_needle(smol, tmp_path, monkeypatch, cap
     summary = json.loads((out / "summary.json").read_text())
     assert summary  # scored; the single needle at 512 tokens is found by the pretrained model
     assert "niah_single_1" in json.dumps(summary)
+
+
+# -- special tokens: --data documents are separated by <|endoftext|>, never by the chat-turn opener <|im_start|>
+def test_packed_data_rows_separate_documents_with_endoftext_not_a_chat_turn(smol, text_folder):
+    tok = load_tokenizer(smol)
+    end, turn = tok.convert_tokens_to_ids("<|endoftext|>"), tok.convert_tokens_to_ids("<|im_start|>")
+    assert (end, turn, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) == (0, 1, 1, 2, 2)
+    assert document_separator(tok) == end
+    docs = documents(f"folder:{text_folder}", tok, 512)
+    rows = pack_rows([lm_segment(d[:100]) for d in docs], 512, tok.pad_token_id)
+    starts = (rows["position_ids"] == 0) & (rows["attention_mask"] == 1)
+    assert starts.sum() == len(docs) and (rows["input_ids"][starts] == end).all()
+    assert not (rows["input_ids"] == turn).any()
+    # prompts get what the tokenizer adds with its special tokens: nothing on SmolLM2
+    text = "The key is in the drawer."
+    assert tok(text).input_ids == tok(text, add_special_tokens=False).input_ids
