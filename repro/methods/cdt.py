@@ -220,7 +220,8 @@ def denoised(embeds: torch.Tensor, grad: torch.Tensor, batch: dict[str, torch.Te
 def cdt_loss(model, batch: dict[str, torch.Tensor], spec: CDTSpec, lr: float, pad_id: int | None = None,
              bf16: bool = False, chunk: int = 2048, micro_batches: int = 1) -> tuple[torch.Tensor, dict[str, float]]:
     """One CDT step's objective (Eq. 2-4) on a batch (``input_ids``, ``weights``; optional ``position_ids``,
-    ``doc_ids``, ``answer_group``) at learning rate ``lr``: ``(loss, metrics)``. ``loss`` is the CE on the denoised
+    ``doc_ids``, ``answer_group``, ``attention_mask``: the real tokens, :func:`valid_tokens`; ``pad_id`` only for a
+    batch without one) at learning rate ``lr``: ``(loss, metrics)``. ``loss`` is the CE on the denoised
     embeddings (call ``backward`` on it as on a CE loss); metrics: ``loss``, ``detect_loss`` (the CE before
     denoising), those of :func:`denoised`, ``train_em``. Usable in a plain training loop on any HF causal LM.
     ``micro_batches``: the step's accumulation steps (used by ``spec.authors_accumulation`` only)."""

@@ -32,7 +32,8 @@ class Method(Protocol):
 
     def batch(self, step: int) -> dict[str, np.ndarray]:
         """The batch of ``step`` (``input_ids``, ``position_ids``, ``weights``, optional ``doc_ids``,
-        ``answer_group``): a pure function of the step and the state, so a resumed run sees the same data."""
+        ``answer_group``, ``attention_mask``: 0 on padding, which objectives read instead of the pad id): a pure
+        function of the step and the state, so a resumed run sees the same data."""
         ...
 
     def observe(self, step: int, metrics: dict[str, float]) -> None:
