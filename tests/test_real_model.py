@@ -56,3 +56,29 @@ def test_evaluate_by_name_finds_a_single_needle(smol, tmp_path, monkeypatch, cap
     summary = json.loads((out / "summary.json").read_text())
     assert summary  # scored; the single needle at 512 tokens is found by the pretrained model
     assert "niah_single_1" in json.dumps(summary)
+
+
+# -- sequence parallelism: heads checked before the model loads
+def test_sequence_parallel_2_on_9_heads_is_refused_before_loading(smol, text_folder, tmp_path, monkeypatch, capsys):
+    """As each rank of a 2-process launch meets it (WORLD_SIZE=2): rank 0 prints one line naming 9/3 heads and the
+    degrees that work, rank 1 exits alike in silence; the weights are never read and --out is not created."""
+    from repro import models
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(models, "load_model", no_loading)
+    monkeypatch.setenv("REPRO_MODELS", str(smol.parent))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    out = tmp_path / "sp2"
+    argv = ["train", "--model", NAME, "--method", "pose", "--target", "512", "--data", f"folder:{text_folder}",
+            "--steps", "1", "--out", str(out), "--no-progress", "--sequence-parallel", "2"]
+    err = {}
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        assert main(argv) == 2
+        err[rank] = capsys.readouterr().err
+    (line,) = [ln for ln in err["0"].splitlines() if ln.startswith("error:")]
+    assert "--sequence-parallel 2 does not divide the model's 9 attention heads (3 key/value heads)" in line
+    assert "allowed: --sequence-parallel 3 or 9" in line and "Traceback" not in err["0"]
+    assert err["1"] == "" and not out.exists()

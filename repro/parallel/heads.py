@@ -47,8 +47,8 @@ def head_error(config: Mapping, n: int, flag: str = "--sequence-parallel") -> st
     sep = "" if flag.endswith("=") else " "  # a flag (--sequence-parallel 2) or a field (sequence_parallel=2)
     allowed = (f"{flag}{sep}{' or '.join(str(d) for d in ok)} (a divisor of {heads}) on a multiple of that many "
                "processes" if ok else f"none: one attention head cannot be split; train without {flag.rstrip('=')}")
-    return (f"{flag}{sep}{n} does not divide the model's {heads} attention heads ({kv} key/value heads): each of the {n} "
-            f"ranks of a row attends with 1/{n} of the query heads (Ulysses); allowed: {allowed}")
+    return (f"{flag}{sep}{n} does not divide the model's {heads} attention heads ({kv} key/value heads): each of "
+            f"the {n} ranks of a row attends with 1/{n} of the query heads (Ulysses); allowed: {allowed}")
 
 
 def check_model_heads(folder: str | Path, n: int, error: type[Exception] = ValueError) -> None:

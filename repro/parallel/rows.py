@@ -8,6 +8,8 @@ Inside :func:`split_rows` every decoder call that goes through the one forward p
 :data:`~repro.parallel.ulysses.SP_ULYSSES` attention (every query attends over the full row, within its document
 for packed rows, the boundaries taken from the full rows: :func:`repro.parallel.step.row_attention`), and the
 final hidden states of every rank are all-gathered back into full rows (:class:`_GatherRows`).
+A row whose length does not cut into equal shards (PoSE's ``round(0.3 T)`` tokens) runs padded at its end
+(:func:`pad_rows`) and comes back cut to its own length, so every method runs under sequence parallelism as it is.
 
 So the method's objective (CLM, the KL of the two views, LongCE's weights, CDT's detection and Eq. 2 threshold,
 document masks) is computed on the full rows, the same on every rank of the group, and none of its semantics is

@@ -23,7 +23,8 @@ from repro.pipeline import REPO
 
 METHODS = ("flt", "pose", "rpes", "longrecipe", "selfdistill", "longce", "cdt", "prolong")
 ODD = {"pose@130": "pose", "longrecipe@130": "longrecipe"}
-"""Cases at ``--target 130``: the smoke profile's rows are then ``round(0.5 x 130) = 65`` tokens, not a multiple of 2."""
+"""Cases at ``--target 130``: the smoke profile's rows are then ``round(0.5 x 130) = 65`` tokens, not a multiple
+of 2."""
 CASES = {**{m: m for m in METHODS}, **ODD}
 """Case name -> method (``name@T``: at ``--target T``, else 128)."""
 
