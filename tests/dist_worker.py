@@ -1,10 +1,11 @@
 """One training process of the multi-process trainer tests: ``python -m tests.dist_worker SPEC_JSON``.
 
 The launcher (the tests, ``torchrun``, ``accelerate launch``) sets the rank variables; the spec (JSON, no pickle)
-names the output folder, the engine (DDP, or DeepSpeed with ``deepspeed_config``) and the schedule. The
-process trains :class:`UnevenRows` on :func:`tiny_model` and writes ``result-<rank>.json`` when done. With the
-environment variable ``HANG_AT_STEP`` it stops in that step's ``observe`` (after the previous checkpoint is complete)
-and waits to be killed, having written ``hanging-<rank>``: the same command then resumes.
+names the output folder, the engine (DDP, or DeepSpeed with ``deepspeed_config``), the schedule and ``tied`` (the
+model's output head tied to its embeddings). The process trains :class:`UnevenRows` on :func:`tiny_model` and writes
+``result-<rank>.json`` when done. With the environment variable ``HANG_AT_STEP`` it stops in that step's ``observe``
+(after the previous checkpoint is complete) and waits to be killed, having written ``hanging-<rank>``: the same command
+then resumes.
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ from repro.train import Trainer, TrainConfig
 ROWS, SEQ, VOCAB = 4, 32, 64
 
 
-def tiny_model(seed: int = 0):
-    """A 2-layer, 64-wide random Llama."""
+def tiny_model(seed: int = 0, tied: bool = False):
+    """A 2-layer, 64-wide random Llama (``tied``: its output head is its input embeddings)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      attn_implementation="sdpa", use_cache=False)
+                      attn_implementation="sdpa", use_cache=False, tie_word_embeddings=tied)
     return LlamaForCausalLM(cfg)
 
 
@@ -86,7 +87,8 @@ def main(spec_path: str) -> None:
     out = Path(spec["out"])
     hang = os.environ.get("HANG_AT_STEP")
     method = UnevenRows(int(hang) if hang else None, out / f"hanging-{rank}")
-    trainer = Trainer(tiny_model(), method, train_config(spec), out, progress=False, accelerator=accelerator)
+    trainer = Trainer(tiny_model(tied=spec.get("tied", False)), method, train_config(spec), out, progress=False,
+                      accelerator=accelerator)
     final = trainer.train()
     result = {"rank": rank, "world": accelerator.num_processes, "final": str(final), "step": trainer.step,
               "engine": type(trainer.engine).__name__}

@@ -1215,8 +1215,8 @@ CASES: list[Case] = [
          r"text files or one text file", out=True),
     Case("E211", CLI_TRAIN, "`--sequence-parallel 3` on a 2-head model, as rank 0 of 3 launched processes",
          lambda ws, out: launched_env(WORLD_SIZE="3", LOCAL_WORLD_SIZE="3")(ws, out, "--sequence-parallel", "3"),
-         UsageExit, r"--sequence-parallel 3 does not divide the model's 2 attention heads \(Ulysses splits the heads "
-         r"over the group\); allowed: a divisor of 2", out=True),
+         UsageExit, r"--sequence-parallel 3 does not divide the model's 2 attention heads \(2 key/value heads\).*"
+         r"allowed: --sequence-parallel 2 \(a divisor of 2\)", out=True),
     # round three: the Python API checks its tensors
     Case("E216", ENGINE, "`repro.models.forward(model, input_ids)` on an empty (0, 8) batch",
          lambda ws, out: _m("models").forward(load_model(ws.model), torch.zeros(0, 8, dtype=torch.long)),

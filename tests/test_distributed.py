@@ -160,6 +160,23 @@ def test_zero3_two_processes_match_one_and_resume_after_a_kill(tmp_path, single)
     assert _max_diff(a, b) == 0.0
 
 
+@pytest.mark.slow
+def test_a_tied_head_is_saved_once_by_two_processes_as_by_one(tmp_path):
+    """Tied embeddings (SmolLM2's: the output head is the input embeddings): one DDP step on two processes saves the
+    tensor names one process saves (the head once, as the embeddings) in final/ and in its checkpoint, and the same
+    update; before, the consolidated state dict held a copy under each name and final/ got both."""
+    spec = {"steps": 1, "checkpoint_every": 1, "tied": True}
+    Trainer(tiny_model(tied=True), UnevenRows(), train_config(spec), tmp_path / "one", progress=False).train()
+    _run(spec, tmp_path / "two")
+    one, two = (load_file(tmp_path / f / "final" / "model.safetensors") for f in ("one", "two"))
+    assert set(two) == set(one) and "lm_head.weight" not in two and "model.embed_tokens.weight" in two
+    assert set(load_file(tmp_path / "two" / "ckpt-1" / "model.safetensors")) == set(one)
+    init = tiny_model(tied=True).state_dict()
+    moved = torch.cat([(one[k] - init[k]).ravel() for k in one])
+    apart = torch.cat([(two[k] - one[k]).ravel() for k in one])
+    assert float(moved.abs().max()) > 1e-3 and float(apart.norm() / moved.norm()) < 1e-3
+
+
 def test_shard_rows_takes_equal_contiguous_blocks_and_refuses_uneven_splits():
     b = {"input_ids": torch.arange(12).reshape(6, 2), "weights": torch.ones(6, 2), "s": torch.tensor(1)}
     parts = [distributed.shard_rows(b, r, 3) for r in range(3)]

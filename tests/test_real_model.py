@@ -76,3 +76,29 @@ def test_packed_data_rows_separate_documents_with_endoftext_not_a_chat_turn(smol
     # prompts get what the tokenizer adds with its special tokens: nothing on SmolLM2
     text = "The key is in the drawer."
     assert tok(text).input_ids == tok(text, add_special_tokens=False).input_ids
+
+
+# -- sequence parallelism: heads checked before the model loads
+def test_sequence_parallel_2_on_9_heads_is_refused_before_loading(smol, text_folder, tmp_path, monkeypatch, capsys):
+    """As each rank of a 2-process launch meets it (WORLD_SIZE=2): rank 0 prints one line naming 9/3 heads and the
+    degrees that work, rank 1 exits alike in silence; the weights are never read and --out is not created."""
+    from repro import models
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(models, "load_model", no_loading)
+    monkeypatch.setenv("REPRO_MODELS", str(smol.parent))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    out = tmp_path / "sp2"
+    argv = ["train", "--model", NAME, "--method", "pose", "--target", "512", "--data", f"folder:{text_folder}",
+            "--steps", "1", "--out", str(out), "--no-progress", "--sequence-parallel", "2"]
+    err = {}
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        assert main(argv) == 2
+        err[rank] = capsys.readouterr().err
+    (line,) = [ln for ln in err["0"].splitlines() if ln.startswith("error:")]
+    assert "--sequence-parallel 2 does not divide the model's 9 attention heads (3 key/value heads)" in line
+    assert "allowed: --sequence-parallel 3 or 9" in line and "Traceback" not in err["0"]
+    assert err["1"] == "" and not out.exists()

@@ -23,6 +23,7 @@ from safetensors import SafetensorError, safe_open
 
 from repro.cli.common import CLIError, RankAgreedError, check_out_outside_data, launched_rank
 from repro.io import DiskFull, is_disk_full, read_json
+from repro.parallel.heads import check_model_heads
 from repro.profiles import get_profile, scaled_profile
 
 NOT_DEFINING: frozenset[str] = frozenset({
@@ -98,19 +99,10 @@ def check_start(args: argparse.Namespace, out: Path) -> None:
 
 
 def check_heads_split(args: argparse.Namespace) -> None:
-    """``--sequence-parallel N`` must divide the attention heads of ``--model`` (Ulysses splits the heads over the
-    group): read from its config.json before any process group or model exists."""
-    size = getattr(args, "sequence_parallel", None) or 1
-    if size <= 1:
-        return
-    try:
-        raw = json.loads((Path(args.model) / "config.json").read_text(encoding="utf-8"))
-        heads = raw.get("num_attention_heads") if isinstance(raw, dict) else None
-    except (OSError, ValueError, RecursionError):
-        return  # the model's own checks name the problem
-    if isinstance(heads, int) and heads > 0 and heads % size:
-        raise CLIError(f"--sequence-parallel {size} does not divide the model's {heads} attention heads (Ulysses "
-                       f"splits the heads over the group); allowed: a divisor of {heads}")
+    """``--sequence-parallel N`` must divide the query heads of ``--model`` (Ulysses splits them over the ranks of a
+    row): :func:`repro.parallel.heads.check_model_heads`, from its config.json before any process group or model
+    exists, naming the head counts and the degrees that work."""
+    check_model_heads(args.model, getattr(args, "sequence_parallel", None) or 1, CLIError)
 
 
 def same_run(args: argparse.Namespace, out: Path) -> None:

@@ -8,6 +8,8 @@ Inside :func:`split_rows` every decoder call that goes through the one forward p
 :data:`~repro.parallel.ulysses.SP_ULYSSES` attention (every query attends over the full row, within its document
 for packed rows, the boundaries taken from the full rows: :func:`repro.parallel.step.row_attention`), and the
 final hidden states of every rank are all-gathered back into full rows (:class:`_GatherRows`).
+A row whose length does not cut into equal shards (PoSE's ``round(0.3 T)`` tokens) runs padded at its end
+(:func:`pad_rows`) and comes back cut to its own length, so every method runs under sequence parallelism as it is.
 
 So the method's objective (CLM, the KL of the two views, LongCE's weights, CDT's detection and Eq. 2 threshold,
 document masks) is computed on the full rows, the same on every rank of the group, and none of its semantics is
@@ -45,7 +47,8 @@ import torch
 import torch.distributed as dist
 
 from repro.attention.spans import cu_seqlens
-from repro.parallel.sequence import check_length, gathered_order, shard_indices
+from repro.parallel.heads import head_error
+from repro.parallel.sequence import gathered_order, padded_length, shard_indices
 from repro.parallel.step import attention_kwargs, row_attention
 from repro.parallel.ulysses import local, register, sequence_parallel
 
@@ -197,31 +200,54 @@ def share(items: Sequence) -> list:
     return list(items) if rows is None else list(items)[rows.rank::rows.world]
 
 
+def pad_rows(input_ids: torch.Tensor, position_ids: torch.Tensor, doc_ids: torch.Tensor | None,
+             embeds: torch.Tensor | None, pad: int) -> tuple:
+    """Full rows ``(input_ids, position_ids, doc_ids, inputs_embeds)`` with ``pad`` tokens appended to each row:
+    the row's last token id repeated, its positions continued (last + 1, last + 2, ...), its last document id
+    repeated (they extend the row's last document, so the masking policy of :func:`row_attention` is the row's own)
+    and zero embeddings. Appended at the end of a causal row, they are attended by no real token."""
+    if pad == 0:
+        return input_ids, position_ids, doc_ids, embeds
+    B = input_ids.shape[0]
+    steps = torch.arange(1, pad + 1, device=position_ids.device, dtype=position_ids.dtype)
+    ids = torch.cat([input_ids, input_ids[:, -1:].expand(B, pad)], 1)
+    pos = torch.cat([position_ids, position_ids[:, -1:] + steps], 1)
+    doc = None if doc_ids is None else torch.cat([doc_ids, doc_ids[:, -1:].expand(doc_ids.shape[0], pad)], 1)
+    emb = None if embeds is None else torch.cat([embeds, embeds.new_zeros(B, pad, embeds.shape[-1])], 1)
+    return ids, pos, doc, emb
+
+
 def decoder_hidden(model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor | None,
                    doc_ids: torch.Tensor | None, rows: RowGroup, **kwargs) -> torch.Tensor:
     """The full rows' final hidden states (B, T, H) from the decoder run on this rank's tokens (module docstring).
     ``input_ids``, ``position_ids``, ``doc_ids`` and ``inputs_embeds`` (in ``kwargs``) are the full rows; no key/
-    value cache."""
+    value cache.
+
+    A row whose length does not cut into equal shards (:func:`repro.parallel.sequence.padded_length`: PoSE's
+    ``round(0.3 T)`` tokens, say) runs padded at its end (:func:`pad_rows`) and its hidden states are cut back to
+    ``T``: causal attention keeps the padding out of every real token, and the objective never sees it, so the
+    loss and gradients are the unpadded row's. Rows already a multiple run unchanged."""
     if kwargs.get("past_key_values") is not None or kwargs.get("use_cache"):
         raise ValueError("a sequence-parallel decoder call keeps no key/value cache; allowed: use_cache=False")
     kwargs = {k: v for k, v in kwargs.items() if k not in ("attention_mask", "past_key_values", "use_cache")}
     B, T = input_ids.shape
-    check_length(T, rows.world, rows.layout)
     if position_ids is None:
         position_ids = torch.arange(T, device=input_ids.device).expand(B, T)
-    full = {"doc_ids": None if doc_ids is None else doc_ids.cpu().numpy(),
-            "position_ids": position_ids.expand(B, T).cpu().numpy()}
+    input_ids, position_ids, doc_ids, embeds = pad_rows(
+        input_ids, position_ids.expand(B, T), doc_ids, kwargs.pop("inputs_embeds", None),
+        padded_length(T, rows.world, rows.layout) - T)
+    full = {"doc_ids": None if doc_ids is None else doc_ids.cpu().numpy(), "position_ids": position_ids.cpu().numpy()}
     ids = local_tokens(input_ids, rows)
     attention = row_attention(full)
     if isinstance(attention, str) and attention == "restarts":  # the boundaries are known here: no all-gather
         attention = cu_seqlens(doc_ids=full["doc_ids"])
     mask, extra = attention_kwargs(attention, ids)
-    embeds = kwargs.pop("inputs_embeds", None)
     if embeds is not None:
         kwargs["inputs_embeds"], ids = local_tokens(embeds, rows), None
-    out = model.get_decoder()(input_ids=ids, position_ids=local_tokens(position_ids.expand(B, T), rows),
+    out = model.get_decoder()(input_ids=ids, position_ids=local_tokens(position_ids, rows),
                               attention_mask=mask, use_cache=False, **extra, **kwargs)
-    return gather_rows(out.last_hidden_state, rows)
+    hidden = gather_rows(out.last_hidden_state, rows)
+    return hidden if hidden.shape[1] == T else hidden[:, :T]
 
 
 def setup(model: torch.nn.Module, accelerator, size: int, layout: str = "contiguous") -> RowGroup:
@@ -234,9 +260,9 @@ def setup(model: torch.nn.Module, accelerator, size: int, layout: str = "contigu
         raise ValueError(f"sequence_parallel={size} needs a multiple of {size} processes started by a launcher "
                          f"(got {world}); allowed: torchrun --nproc_per_node {size} (or DP x {size}) -m repro train "
                          f"... --sequence-parallel {size}")
-    heads = getattr(getattr(model, "config", None), "num_attention_heads", None)
-    if heads is not None and heads % size:
-        raise ValueError(f"sequence_parallel={size} does not divide the model's {heads} attention heads (Ulysses "
-                         f"splits the heads over the group); allowed: a divisor of {heads}")
+    config = getattr(model, "config", None)
+    refused = head_error(config.to_dict(), size, "sequence_parallel=") if config is not None else None
+    if refused is not None:  # train refuses it before loading (repro.parallel.heads); other callers here
+        raise ValueError(refused)
     model.set_attn_implementation(register())
     return new_groups(world, size, layout)

@@ -66,6 +66,13 @@ def check_length(length: int, world: int, layout: str = "contiguous") -> int:
     return length // world
 
 
+def padded_length(length: int, world: int, layout: str = "contiguous") -> int:
+    """The row length :func:`repro.parallel.rows.decoder_hidden` runs the decoder on: ``length`` rounded up to a
+    multiple of :func:`pieces` (``length`` itself when it already is one, so such rows run unchanged)."""
+    n = pieces(layout, world)
+    return max(n, -(-length // n) * n)
+
+
 def shard_indices(length: int, rank: int, world: int, layout: str = "contiguous") -> np.ndarray:
     """(length / world,) int64: the full-row index of each token of rank ``rank``'s shard, in shard order."""
     _check_rank(rank, world)

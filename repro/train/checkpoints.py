@@ -1,5 +1,6 @@
-"""A run folder's checkpoint files: the latest complete checkpoint, the weights written without a tied head, the
-step of a metrics line, and the temporary folders a killed run left behind."""
+"""A run folder's checkpoint files: the latest complete checkpoint, the weights written without a tied head
+(checkpoints: :func:`untie`; the multi-process final save: :func:`drop_tied`), the step of a metrics line, and the
+temporary folders a killed run left behind."""
 
 from __future__ import annotations
 
@@ -25,6 +26,18 @@ def untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         if embed in state and torch.equal(state[head], state[embed]):
             state = {k: v for k, v in state.items() if k != head}
     return state
+
+
+def drop_tied(state: dict[str, torch.Tensor], model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """``state`` without the names ``model`` ties to an earlier parameter (one tensor under two names: the output
+    head tied to the input embeddings), as ``save_pretrained`` writes the live model. A multi-process engine's
+    consolidated state dict holds a separate copy under each name, which ``save_pretrained`` would write twice."""
+    seen, aliases = set(), set()
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in seen:
+            aliases.add(name)
+        seen.add(id(p))
+    return {k: v for k, v in state.items() if k not in aliases}
 
 
 def step_of(line: str) -> int:

@@ -26,7 +26,7 @@ from repro.lora import is_lora, save_final
 from repro.manifest import environment
 from repro.methods.protocol import Method, StepState
 from repro.parallel.rows import setup
-from repro.train.checkpoints import latest_checkpoint, remove_leftovers, step_of, untie
+from repro.train.checkpoints import drop_tied, latest_checkpoint, remove_leftovers, step_of, untie
 from repro.train.config import TrainConfig, lr_at
 from repro.train.failures import Interrupted, NonFiniteLoss
 from repro.train.step import clm_step
@@ -255,7 +255,7 @@ class Trainer:
                 if state is None or is_lora(self.model):  # LoRA (DDP: whole weights on every rank): merged
                     save_final(self.model, tmp)
                 else:
-                    self.model.save_pretrained(tmp, state_dict=state)
+                    self.model.save_pretrained(tmp, state_dict=drop_tied(state, self.model))  # tied: saved once
                 atomic_write_json(tmp / "train_summary.json", {
                     "steps": self.step, "method": self.method.name, "method_state": self.method.state_dict(),
                     "seconds_this_call": time.perf_counter() - t_start, **run_environment()})
