@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
 
@@ -31,15 +31,18 @@ from repro.cli.common import (CLIError, CommandInterrupted, RankAgreedError, add
                               output_dir, positive_float, positive_int)
 from repro.cli.data import DATA_KINDS, parse_data_spec
 from repro.cli.resume import check_start, stopped_error, stopping_errors
-from repro.cli.train_checks import (MAX_STEPS, MAX_TARGET, MAX_TOKENS_PER_STEP, MIN_TARGET, SEED_LIMIT,  # noqa: F401
-                                    check_counts, check_lora_rank, check_step_tokens, env_limit, fit_config,
-                                    launch_hint, model_rope, notice, read_anchors, run_rope, upcast_note)
+from repro.cli.train_checks import (MAX_STEPS, MAX_TARGET, MAX_TOKENS_PER_STEP, MIN_TARGET, PAPER_ROPE,  # noqa: F401
+                                    SEED_LIMIT, base_window_of, check_counts, check_lora_rank, check_step_tokens,
+                                    chosen_profile, env_limit, fit_config, head_dim, launch_hint, model_config,
+                                    model_rope, notice, read_anchors, rope_theta_arg, run_rope, upcast_note)
 from repro.devices import resolve_device
 from repro.distributed import free_port, is_launched, launched_world_size, make_accelerator
-from repro.io import atomic_write_json
+from repro.io import atomic_write_json, read_json
 from repro.locks import StageLocked, lock_settings, stage_lock
 from repro.lora import LoraSpec, apply_lora
-from repro.profiles import PROFILES, get_profile, scaled_profile
+from repro.methods import extension, prolong
+from repro.methods.armspec import split_seed
+from repro.profiles import TRAIN_PROFILES, get_profile, scaled_profile
 from repro.profiles.overrides import parse_overrides
 from repro.train import Trainer
 from repro.train.checkpoints import latest_checkpoint
@@ -66,13 +69,21 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=None, help="data and step seed (default: the profile's)")
     t.add_argument("--out", default=None, help="output folder (default: runs/train-<method>-<target>)")
     t.add_argument("--tokenizer", default=None, help="tokenizer folder or tokenizer.json (default: the model's)")
-    t.add_argument("--rope-theta", type=positive_float, default=None,
-                   help="RoPE base of the trained model (default: the model's own, from its config.json; the "
-                        "papers' bases: selfdistill.rope_theta of the profile for selfdistill/longce/cdt, ProLong's "
-                        "2x dynamic-NTK value for prolong); a one-line note says what changed")
-    t.add_argument("--profile", default="tiny", help=f"settings the method starts from: {', '.join(PROFILES)}")
+    t.add_argument("--rope-theta", type=rope_theta_arg, default=None, metavar="THETA|paper",
+                   help="RoPE base of the trained model (default: the model's own, from its config.json). 'paper': "
+                        "the method's paper value computed from this model: selfdistill/longce/ce/cdt ABF, the "
+                        "model's base x selfdistill.rope_theta / model.rope_theta of the profile (16x in pretrained "
+                        "and paper, as the paper raises Llama-3's 5e5 to 8e6; 6.4x in tiny); prolong 2x the "
+                        "dynamic-NTK base theta x t^(d/(d-2)) from the model's base theta, head size d and t = "
+                        "--target / base window (prolong.rope_ntk_multiple; ProLong: 8e6 for Llama-3 at 64K); the "
+                        "other methods the profile's extend.rope_*. A one-line note says what changed")
+    t.add_argument("--profile", default=None,
+                   help=f"settings the method starts from: {', '.join(TRAIN_PROFILES)} (default: tiny for the "
+                        "project's own models, those with the smoke or tiny profile's model shape; pretrained for "
+                        "any other: lr 1e-5, --data only, the model's own window; a note says which)")
     t.add_argument("--base-window", type=positive_int, default=None,
-                   help="the model's original window (default: the profile's, at most the target)")
+                   help="the model's original window (default: the profile's, at most the target; pretrained: the "
+                        "model's max_position_embeddings)")
     t.add_argument("--anchors", default=None,
                    help="longrecipe: JSON of anchor token ids (a list, or `analyze tokens`' anchors.json)")
     t.add_argument("--data-bytes", type=positive_int, default=2_000_000,
@@ -121,12 +132,15 @@ class TrainRun:
     """The arm trained (``rp_skip`` for ``selfdistill``, ...)."""
     profile: object
     """The resized profile the method was built from."""
+    final_config: dict = field(default_factory=dict)
+    """Fields set in ``final/config.json`` after training (:func:`final_config`)."""
 
 
 def check_args(args: argparse.Namespace) -> None:
     """Every argument check that needs no file read: a :class:`CLIError` naming the bad value."""
     arm_of(args.method)
-    choice(args.profile, tuple(PROFILES), "profile")
+    if args.profile is not None:
+        choice(args.profile, tuple(TRAIN_PROFILES), "profile")
     if args.target > MAX_TARGET:
         raise CLIError(f"--target {args.target} is longer than allowed; allowed: {MIN_TARGET} <= --target <= "
                        f"{MAX_TARGET}")
@@ -194,16 +208,19 @@ def run_bf16(args: argparse.Namespace) -> bool | None:
 
 
 def run_profile(args: argparse.Namespace):
-    """The ``--profile`` settings with the positional ``section.field=value`` overrides, resized to the run
+    """The ``--profile`` settings (or the default one for the model, :func:`chosen_profile`; resized to the model's
+    own window for the pretrained profile, :func:`base_window_of`) with the positional ``section.field=value``
+    overrides, resized to the run
     (:func:`repro.profiles.scaled_profile`: the target, batch, steps, lr and seed of the arguments, and the fields
     tied to them; threads left to the process; checkpoints as asked), the overrides applied again on top so that
     a field named explicitly keeps its value."""
     try:
         overrides = parse_overrides(getattr(args, "overrides", None) or (), FLAG_FIELDS)
-        p = get_profile(args.profile).override(**overrides)
+        name = chosen_profile(args)[0]
+        p = get_profile(name).override(**overrides)
         bf16 = run_bf16(args)
         precision = {} if bf16 is None else {"bf16": bf16}  # --dtype governs every method's autocast
-        p = scaled_profile(p, args.target, base_window=args.base_window, batch_size=args.batch_size,
+        p = scaled_profile(p, args.target, base_window=base_window_of(args, name), batch_size=args.batch_size,
                            steps=args.steps, lr=args.lr, seed=args.seed,
                            extend={"threads": 0, "checkpoint_every": args.checkpoint_every, **precision,
                                    **({"sequence_parallel": args.sequence_parallel}
@@ -300,6 +317,9 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
     p = run_profile(args)
     check_step_tokens(p.extend.batch_size, args.target)
     plan = arm_spec(p, arm)  # what the arm reads, before any data is loaded
+    why = chosen_profile(args)[1]
+    if why:
+        notice(why)
     docs = cli_data.documents(args.data, tok, p.extend.target_window, args.data_bytes)
     if plan.data == "streams":
         data = ArmData(streams=cli_data.prolong_streams(p, docs, args.data, p.extend.seed))
@@ -308,8 +328,9 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
         data = ArmData(corpus_rows=cli_data.corpus_rows(docs),
                        anchors=read_anchors(args.anchors, args.method, len(tok), plan.needs_anchors))
     spec = arm_spec(p, arm, tok, data)
-    settings = dict(spec.model)
-    settings["rope"], note = run_rope(spec.model["rope"], model_rope(args.model), args.rope_theta)
+    settings, own = dict(spec.model), model_rope(args.model)
+    paper = paper_rope(p, arm, own, model_config(args.model)) if args.rope_theta == PAPER_ROPE else None
+    settings["rope"], note = run_rope(spec.model["rope"], own, args.rope_theta, paper)
     for line in (note, upcast_note(args.model)):
         if line:
             notice(line)
@@ -339,6 +360,34 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
     return TrainParts(spec, model, cfg, tok, p, out)
 
 
+def paper_rope(p, arm: str, own: dict, cfg: dict) -> tuple[dict | None, str]:
+    """``(rope, why)``: the RoPE arm ``arm``'s paper sets, computed from the loaded model (its RoPE ``own`` and
+    ``config.json`` ``cfg``) rather than from the profile's model section: the arm built on ``p`` with ``model``
+    replaced by this model's base and head size, and ``selfdistill.rope_theta`` moved to the same multiple of this
+    base (ABF); rope None: the method keeps the model's own. ``why`` names the rule and its inputs (the notice)."""
+    theta, heads, d = float(own["rope_theta"]), cfg.get("num_attention_heads"), head_dim(cfg)
+    if not isinstance(heads, int) or d is None:
+        raise CLIError("--rope-theta paper needs the model's num_attention_heads and head size in its config.json; "
+                       "allowed: a number for --rope-theta")
+    multiple = p.selfdistill.rope_theta / p.model.rope_theta
+    q = p.override(model={"rope_theta": theta, "hidden_size": d * heads, "num_heads": heads, "num_kv_heads": heads},
+                   selfdistill={"rope_theta": theta * multiple})
+    build = arm_spec(q, arm)
+    rope = build.model.get("rope")
+    if builder_of(arm) is prolong.build:
+        ntk = prolong.ntk_theta(q)
+        why = (f"ProLong, {prolong.arm_rope_theta(q, split_seed(arm)[0]) / ntk:g}x the dynamic-NTK base "
+               f"theta*t^(d/(d-2)) = {ntk:.0f} from the model's theta={theta:g}, head size d={d}, t=target/base window="
+               f"{q.extend.target_window}/{q.base.window}")
+    elif builder_of(arm) is extension.build:
+        why = "the profile's extend.rope_type / rope_theta / rope_factor"
+    else:
+        why = f"ABF, {multiple:g}x the model's base (the profile's selfdistill.rope_theta / model.rope_theta)"
+    if rope is not None and rope.get("rope_type", "default") == "default":
+        rope = {**own, "rope_theta": rope["rope_theta"]}  # a new base alone: the model's own scaling stays
+    return rope, why
+
+
 def run_folder(args: argparse.Namespace) -> Path:
     """The output folder: ``--out``, or ``runs/train-<method>-<target>``."""
     return Path(args.out or f"runs/train-{args.method}-{args.target}")
@@ -357,7 +406,8 @@ def make_trainer(args: argparse.Namespace, parts: TrainParts, accelerator) -> Tr
         output_dir(parts.out)
     trainer = Trainer(parts.model, parts.method, parts.cfg, parts.out, progress=not args.no_progress,
                       accelerator=accelerator)
-    return TrainRun(trainer, parts.tokenizer, parts.out, parts.arm, parts.profile)
+    return TrainRun(trainer, parts.tokenizer, parts.out, parts.arm, parts.profile,
+                    final_config(args.model, parts.spec))
 
 
 @contextlib.contextmanager
@@ -404,6 +454,30 @@ def interrupted_note(out: Path) -> str:
     step = int(ckpt.name.split("-")[1])
     return (f"interrupted (Ctrl-C); kept checkpoint {ckpt} (step {step}) and the metrics up to it: re-running the "
             "same command resumes from it")
+
+
+LOAD_FIELDS: tuple[str, ...] = ("use_cache",)
+"""``config.json`` fields that loading for training sets (:func:`repro.models.load_model`: no key/value cache, which
+would also hide packed documents from attention) and that the saved ``final/config.json`` takes back from
+``--model``'s: the saved config is the model's own with only the method's declared changes."""
+
+
+def final_config(model: str | Path, spec: ArmSpec) -> dict:
+    """What ``final/config.json`` is set to after training: the :data:`LOAD_FIELDS` back to ``model``'s own values
+    (None: a field its config.json does not hold, removed) and the arm's declared ``final_config`` (the dropout
+    control's dropout switched off for evaluation, as the pipeline saves it)."""
+    own = model_config(model)
+    return {**{k: own.get(k) for k in LOAD_FIELDS}, **spec.final_config}
+
+
+def write_final_config(final: Path, changes: dict) -> None:
+    """Set ``changes`` in ``final/config.json`` (a None value removes the field), written whole or not at all;
+    nothing is written when nothing changes, so a repeat (a resumed run's) is a no-op."""
+    path = final / "config.json"
+    old = read_json(path)
+    new = {k: v for k, v in {**old, **changes}.items() if not (k in changes and changes[k] is None)}
+    if new != old:
+        atomic_write_json(path, new)
 
 
 TOKENIZER_LAST = "tokenizer_config.json"
@@ -460,6 +534,8 @@ def finish_tokenizer(args: argparse.Namespace, out: Path) -> int:
         return 0
     with run_lock(out):
         if tokenizer_missing(out):
+            spec = arm_spec(run_profile(args), arm_of(args.method))
+            write_final_config(out / "final", final_config(args.model, spec))
             save_tokenizer(load_tokenizer_from(args.tokenizer or args.model,
                                                "--tokenizer" if args.tokenizer else "--model",
                                                trust_remote_code=args.trust_remote_code), out / "final")
@@ -476,6 +552,7 @@ def train_run(args: argparse.Namespace, run: TrainRun) -> int:
                                                  "world_size": run.trainer.world_size})
     final = run.trainer.train()
     if main_rank:
+        write_final_config(final, run.final_config)  # before the tokenizer: its last file marks final/ complete
         save_tokenizer(run.tokenizer, final)
         print(f"trained {args.method} ({run.arm}) for {run.trainer.step} steps on {run.trainer.world_size} "
               f"process(es) -> {final}")
