@@ -162,7 +162,8 @@ def run_rope(method_rope: dict | None, own: dict, rope_theta: float | str | None
         rope, why = paper if paper is not None else (None, "")
         if rope is None or rope == own:
             return None, None
-        return rope, f"RoPE changed from the model's {_show_rope(own)} to {_show_rope(rope)} (--rope-theta paper: {why})"
+        return rope, (f"RoPE changed from the model's {_show_rope(own)} to {_show_rope(rope)} (--rope-theta paper: "
+                      f"{why})")
     theta = float(own["rope_theta"] if rope_theta is None else rope_theta)
     if method_rope is not None and method_rope.get("rope_type", "default") != "default":
         rope, why = {**method_rope, "rope_theta": theta}, "the profile's extend.rope_type"
