@@ -22,7 +22,7 @@ from pathlib import Path
 from safetensors import SafetensorError, safe_open
 
 from repro.cli.common import CLIError, RankAgreedError, check_out_outside_data, launched_rank
-from repro.cli.train_checks import base_window_of, chosen_profile
+from repro.cli.own_settings import base_window_of, chosen_profile
 from repro.io import DiskFull, is_disk_full, read_json
 from repro.profiles import get_profile, scaled_profile
 

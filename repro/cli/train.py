@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -30,18 +29,18 @@ from repro.cli.common import (CLIError, CommandInterrupted, RankAgreedError, add
                               device_args, launched_rank, load_cli_model, load_tokenizer_from, model_dir,
                               output_dir, positive_float, positive_int)
 from repro.cli.data import DATA_KINDS, parse_data_spec
+from repro.cli.own_settings import (base_window_of, chosen_profile, final_config, model_config,
+                                    paper_rope, rope_theta_arg, write_final_config)
 from repro.cli.resume import check_start, stopped_error, stopping_errors
 from repro.cli.train_checks import (MAX_STEPS, MAX_TARGET, MAX_TOKENS_PER_STEP, MIN_TARGET, PAPER_ROPE,  # noqa: F401
-                                    SEED_LIMIT, base_window_of, check_counts, check_lora_rank, check_step_tokens,
-                                    chosen_profile, env_limit, fit_config, head_dim, launch_hint, model_config,
-                                    model_rope, notice, read_anchors, rope_theta_arg, run_rope, upcast_note)
+                                    SEED_LIMIT, check_counts, check_lora_rank, check_step_tokens, env_limit,
+                                    fit_config, launch_hint, model_rope, notice, read_anchors, run_rope,
+                                    upcast_note, zero_stage)
 from repro.devices import resolve_device
 from repro.distributed import free_port, is_launched, launched_world_size, make_accelerator
-from repro.io import atomic_write_json, read_json
+from repro.io import atomic_write_json
 from repro.locks import StageLocked, lock_settings, stage_lock
 from repro.lora import LoraSpec, apply_lora
-from repro.methods import extension, prolong
-from repro.methods.armspec import split_seed
 from repro.profiles import TRAIN_PROFILES, get_profile, scaled_profile
 from repro.profiles.overrides import parse_overrides
 from repro.train import Trainer
@@ -246,17 +245,6 @@ def lora_spec(args: argparse.Namespace):
         raise CLIError(str(e)) from e
 
 
-def zero_stage(path: str | None) -> int:
-    """``zero_optimization.stage`` of a DeepSpeed config (0 without one); a config that does not parse is a
-    :class:`CLIError`."""
-    if path is None:
-        return 0
-    try:
-        return int(json.loads(Path(path).read_text()).get("zero_optimization", {}).get("stage", 0))
-    except (ValueError, AttributeError) as e:
-        raise CLIError(f"--deepspeed {path!r} is not a DeepSpeed JSON config: {e}") from e
-
-
 def make_run_accelerator(args: argparse.Namespace, global_batch: int):
     """The engine of this process (:func:`repro.distributed.make_accelerator`): DDP when started by a launcher
     without ``--deepspeed``, DeepSpeed with it (one process of its own when not launched); None for a plain
@@ -360,34 +348,6 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
     return TrainParts(spec, model, cfg, tok, p, out)
 
 
-def paper_rope(p, arm: str, own: dict, cfg: dict) -> tuple[dict | None, str]:
-    """``(rope, why)``: the RoPE arm ``arm``'s paper sets, computed from the loaded model (its RoPE ``own`` and
-    ``config.json`` ``cfg``) rather than from the profile's model section: the arm built on ``p`` with ``model``
-    replaced by this model's base and head size, and ``selfdistill.rope_theta`` moved to the same multiple of this
-    base (ABF); rope None: the method keeps the model's own. ``why`` names the rule and its inputs (the notice)."""
-    theta, heads, d = float(own["rope_theta"]), cfg.get("num_attention_heads"), head_dim(cfg)
-    if not isinstance(heads, int) or d is None:
-        raise CLIError("--rope-theta paper needs the model's num_attention_heads and head size in its config.json; "
-                       "allowed: a number for --rope-theta")
-    multiple = p.selfdistill.rope_theta / p.model.rope_theta
-    q = p.override(model={"rope_theta": theta, "hidden_size": d * heads, "num_heads": heads, "num_kv_heads": heads},
-                   selfdistill={"rope_theta": theta * multiple})
-    build = arm_spec(q, arm)
-    rope = build.model.get("rope")
-    if builder_of(arm) is prolong.build:
-        ntk = prolong.ntk_theta(q)
-        why = (f"ProLong, {prolong.arm_rope_theta(q, split_seed(arm)[0]) / ntk:g}x the dynamic-NTK base "
-               f"theta*t^(d/(d-2)) = {ntk:.0f} from the model's theta={theta:g}, head size d={d}, t=target/base window="
-               f"{q.extend.target_window}/{q.base.window}")
-    elif builder_of(arm) is extension.build:
-        why = "the profile's extend.rope_type / rope_theta / rope_factor"
-    else:
-        why = f"ABF, {multiple:g}x the model's base (the profile's selfdistill.rope_theta / model.rope_theta)"
-    if rope is not None and rope.get("rope_type", "default") == "default":
-        rope = {**own, "rope_theta": rope["rope_theta"]}  # a new base alone: the model's own scaling stays
-    return rope, why
-
-
 def run_folder(args: argparse.Namespace) -> Path:
     """The output folder: ``--out``, or ``runs/train-<method>-<target>``."""
     return Path(args.out or f"runs/train-{args.method}-{args.target}")
@@ -454,30 +414,6 @@ def interrupted_note(out: Path) -> str:
     step = int(ckpt.name.split("-")[1])
     return (f"interrupted (Ctrl-C); kept checkpoint {ckpt} (step {step}) and the metrics up to it: re-running the "
             "same command resumes from it")
-
-
-LOAD_FIELDS: tuple[str, ...] = ("use_cache",)
-"""``config.json`` fields that loading for training sets (:func:`repro.models.load_model`: no key/value cache, which
-would also hide packed documents from attention) and that the saved ``final/config.json`` takes back from
-``--model``'s: the saved config is the model's own with only the method's declared changes."""
-
-
-def final_config(model: str | Path, spec: ArmSpec) -> dict:
-    """What ``final/config.json`` is set to after training: the :data:`LOAD_FIELDS` back to ``model``'s own values
-    (None: a field its config.json does not hold, removed) and the arm's declared ``final_config`` (the dropout
-    control's dropout switched off for evaluation, as the pipeline saves it)."""
-    own = model_config(model)
-    return {**{k: own.get(k) for k in LOAD_FIELDS}, **spec.final_config}
-
-
-def write_final_config(final: Path, changes: dict) -> None:
-    """Set ``changes`` in ``final/config.json`` (a None value removes the field), written whole or not at all;
-    nothing is written when nothing changes, so a repeat (a resumed run's) is a no-op."""
-    path = final / "config.json"
-    old = read_json(path)
-    new = {k: v for k, v in {**old, **changes}.items() if not (k in changes and changes[k] is None)}
-    if new != old:
-        atomic_write_json(path, new)
 
 
 TOKENIZER_LAST = "tokenizer_config.json"

@@ -4,15 +4,15 @@ the fixes it makes to a model's config, each with one ``warning:`` line (:mod:`r
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from repro.cli.common import CLIError, env_limit, launched_rank, positive_float, warn
+from repro.cli.common import CLIError, env_limit, launched_rank, warn
 from repro.io import read_json
-from repro.profiles import get_profile
 
 MIN_TARGET = 16
 """Shortest ``--target`` accepted (the methods' rows need room for a sentence, its jumps and the loss)."""
@@ -141,16 +141,6 @@ PAPER_ROPE = "paper"
 """``--rope-theta paper``: the RoPE the method's paper sets, computed from the loaded model."""
 
 
-def rope_theta_arg(text: str) -> float | str:
-    """``--rope-theta``: a finite number > 0, or :data:`PAPER_ROPE` (argparse type)."""
-    if text == PAPER_ROPE:
-        return text
-    try:
-        return positive_float(text)
-    except argparse.ArgumentTypeError as e:
-        raise argparse.ArgumentTypeError(f"{e}".replace("allowed: ", f"allowed: {PAPER_ROPE!r} or ")) from None
-
-
 def run_rope(method_rope: dict | None, own: dict, rope_theta: float | str | None,
              paper: tuple[dict | None, str] | None = None) -> tuple[dict | None, str | None]:
     """``(rope for load_model, notice)`` of a run on the user's model: the model's own RoPE base unless
@@ -186,69 +176,12 @@ def notice(message: str) -> None:
         print(f"note: {message}", file=sys.stderr)
 
 
-OWN_MODEL_PROFILES: tuple[str, ...] = ("smoke", "tiny")
-"""Profiles whose ``model`` section is a model the project builds and trains itself (no ``model.pretrained``)."""
-OWN_MODEL_FIELDS: dict[str, str] = {"hidden_size": "hidden_size", "intermediate_size": "intermediate_size",
-                                    "num_hidden_layers": "num_layers", "num_attention_heads": "num_heads",
-                                    "num_key_value_heads": "num_kv_heads"}
-"""config.json field -> ``ModelConfig`` field compared to tell the project's own models (:func:`chosen_profile`)."""
-DEFAULT_OWN_PROFILE = "tiny"
-"""``--profile`` when not given for one of the project's own models (the default it always had)."""
-DEFAULT_PRETRAINED_PROFILE = "pretrained"
-"""``--profile`` when not given for any other model (:data:`repro.profiles.PRETRAINED`)."""
-MODEL_WINDOW_PROFILES: tuple[str, ...] = ("pretrained",)
-"""Profiles whose base window is the model's own ``max_position_embeddings`` (``--base-window`` replaces it)."""
-
-
-def model_config(model: str | Path) -> dict:
-    """The model folder's ``config.json`` as a dict (empty when it cannot be read: the model checks name that)."""
+def zero_stage(path: str | None) -> int:
+    """``zero_optimization.stage`` of a DeepSpeed config (0 without one); a config that does not parse is a
+    :class:`CLIError`."""
+    if path is None:
+        return 0
     try:
-        raw = read_json(Path(model) / "config.json")
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return raw if isinstance(raw, dict) else {}
-
-
-def own_model_profile(cfg: dict) -> str | None:
-    """The profile of :data:`OWN_MODEL_PROFILES` whose ``model`` section has the shape of ``cfg`` (width, MLP width,
-    layers, heads, key/value heads: what ``repro.models.build_tiny`` builds from it), or None: then it is a model
-    the project did not build."""
-    for name in OWN_MODEL_PROFILES:
-        m = get_profile(name).model
-        if all(cfg.get(k) == getattr(m, f) for k, f in OWN_MODEL_FIELDS.items()):
-            return name
-    return None
-
-
-def chosen_profile(args: argparse.Namespace) -> tuple[str, str | None]:
-    """``(profile, why)`` of a ``train`` run: ``--profile`` when given (why None); else :data:`DEFAULT_OWN_PROFILE`
-    for one of the project's own models (:func:`own_model_profile`) and :data:`DEFAULT_PRETRAINED_PROFILE` for any
-    other, with the one line that says why."""
-    if args.profile is not None:
-        return args.profile, None
-    cfg = model_config(args.model)
-    shape = ", ".join(f"{k}={cfg.get(k)}" for k in ("hidden_size", "num_hidden_layers", "num_attention_heads"))
-    own = own_model_profile(cfg) if cfg else DEFAULT_OWN_PROFILE
-    if own is not None:
-        return DEFAULT_OWN_PROFILE, (f"--profile {DEFAULT_OWN_PROFILE} (not given): --model has the shape of the "
-                                     f"{own} profile's own model ({shape})")
-    return DEFAULT_PRETRAINED_PROFILE, (f"--profile {DEFAULT_PRETRAINED_PROFILE} (not given): --model is not one of "
-                                        f"the project's own models ({shape}); lr 1e-5, --data only, base window the "
-                                        "model's max_position_embeddings (--profile NAME chooses another)")
-
-
-def base_window_of(args: argparse.Namespace, profile: str) -> int | None:
-    """The base window of the run: ``--base-window``; for :data:`MODEL_WINDOW_PROFILES` the model's own
-    ``max_position_embeddings``; else None (the profile's)."""
-    if args.base_window is not None or profile not in MODEL_WINDOW_PROFILES:
-        return args.base_window
-    window = model_config(args.model).get("max_position_embeddings")
-    return window if isinstance(window, int) and window >= 2 else None
-
-
-def head_dim(cfg: dict) -> int | None:
-    """The attention head size of a model's ``config.json``: ``head_dim``, or ``hidden_size / num_attention_heads``."""
-    d, hidden, heads = cfg.get("head_dim"), cfg.get("hidden_size"), cfg.get("num_attention_heads")
-    if isinstance(d, int) and d > 0:
-        return d
-    return hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 else None
+        return int(json.loads(Path(path).read_text()).get("zero_optimization", {}).get("stage", 0))
+    except (ValueError, AttributeError) as e:
+        raise CLIError(f"--deepspeed {path!r} is not a DeepSpeed JSON config: {e}") from e

@@ -97,7 +97,7 @@ PRETRAINED = Profile(
     prolong=ProLongConfig(task_share=0.0),  # ProLong trains on its data alone: no task rows
 )
 """Fine-tuning a pretrained model of your own (``train``'s default for a model that is not one of the project's
-own, :func:`repro.cli.train_checks.chosen_profile`): the papers' fine-tuning settings (peak lr 1e-5 with 10%
+own, :func:`repro.cli.own_settings.chosen_profile`): the papers' fine-tuning settings (peak lr 1e-5 with 10%
 warmup and cosine decay to 1e-6 as ProLong and CDT; the user's ``--data`` only, every token weighing 1; CDT's
 beta 5; self-distillation's ABF multiple 16x for ``--rope-theta paper``). ``train`` resizes it to the model's own
 window (``max_position_embeddings``, as ``--base-window``) and the ``--target``; the model keeps its own RoPE.

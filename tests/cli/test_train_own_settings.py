@@ -10,7 +10,7 @@ import pytest
 
 from repro.__main__ import build_parser, main, parse
 from repro.cli.train import model_rope, run_profile
-from repro.cli.train_checks import chosen_profile
+from repro.cli.own_settings import chosen_profile
 from repro.io import read_json
 from repro.profiles import get_profile
 from tests.conftest import save_tiny_model
