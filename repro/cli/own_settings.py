@@ -88,6 +88,19 @@ def base_window_of(args: argparse.Namespace, profile: str) -> int | None:
     return window if isinstance(window, int) and window >= 2 else None
 
 
+WARMUP_SHARE = 0.1
+"""Share of ``--steps`` that warms the lr up in :data:`MODEL_WINDOW_PROFILES` (ProLong Table 9: 10% warmup)."""
+
+
+def run_warmup(profile: str, steps: int | None) -> dict[str, int]:
+    """``extend`` fields of the run's warmup: for :data:`MODEL_WINDOW_PROFILES` with ``--steps`` given, the first
+    :data:`WARMUP_SHARE` of them (rounded down: a 1-step run starts at the peak lr), else nothing (the profile's);
+    an ``extend.warmup_steps=N`` override still wins."""
+    if steps is None or profile not in MODEL_WINDOW_PROFILES:
+        return {}
+    return {"warmup_steps": int(steps * WARMUP_SHARE)}
+
+
 def head_dim(cfg: dict) -> int | None:
     """The attention head size of a model's ``config.json``: ``head_dim``, or ``hidden_size / num_attention_heads``."""
     d, hidden, heads = cfg.get("head_dim"), cfg.get("hidden_size"), cfg.get("num_attention_heads")

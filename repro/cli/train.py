@@ -29,8 +29,8 @@ from repro.cli.common import (CLIError, CommandInterrupted, RankAgreedError, add
                               device_args, launched_rank, load_cli_model, load_tokenizer_from, model_dir,
                               output_dir, positive_float, positive_int)
 from repro.cli.data import DATA_KINDS, parse_data_spec
-from repro.cli.own_settings import (base_window_of, chosen_profile, final_config, model_config,
-                                    paper_rope, rope_theta_arg, write_final_config)
+from repro.cli.own_settings import (base_window_of, chosen_profile, final_config, model_config, paper_rope,
+                                    rope_theta_arg, run_warmup, write_final_config)
 from repro.cli.resume import check_start, stopped_error, stopping_errors
 from repro.cli.train_checks import (MAX_STEPS, MAX_TARGET, MAX_TOKENS_PER_STEP, MIN_TARGET, PAPER_ROPE,  # noqa: F401
                                     SEED_LIMIT, check_counts, check_lora_rank, check_step_tokens, env_limit,
@@ -222,6 +222,7 @@ def run_profile(args: argparse.Namespace):
         p = scaled_profile(p, args.target, base_window=base_window_of(args, name), batch_size=args.batch_size,
                            steps=args.steps, lr=args.lr, seed=args.seed,
                            extend={"threads": 0, "checkpoint_every": args.checkpoint_every, **precision,
+                                   **run_warmup(name, args.steps),
                                    **({"sequence_parallel": args.sequence_parallel}
                                       if getattr(args, "sequence_parallel", None) else {})},
                            selfdistill=precision, run={"device": args.device, "dtype": args.dtype})

@@ -86,7 +86,7 @@ PRETRAINED = Profile(
     extend=ExtendConfig(target_window=16_384,  # train: --target
                         lr=1e-5,  # ProLong Table 9 (1e-5, 10% warmup, cosine to 1e-6); CDT Table 6 (1e-5)
                         min_lr_ratio=0.1,  # ProLong: cosine decay to 1e-6 from 1e-5
-                        warmup_steps=20,  # ProLong's 10% warmup of the 200 steps
+                        warmup_steps=20,  # ProLong's 10% warmup of the 200 steps (train: of --steps)
                         retrieval_fraction=0.0,  # --data only: no synthetic retrieval rows unless asked
                         context_weight=1.0,  # every token weighs 1 (the papers' plain next-token loss)
                         bf16=False),  # --dtype auto on the CPU: float32; on CUDA bf16, as the papers train

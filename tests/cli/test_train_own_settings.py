@@ -46,6 +46,12 @@ def test_a_model_the_project_did_not_build_gets_the_pretrained_profile(foreign, 
     assert (p.name, p.extend.lr, p.extend.retrieval_fraction, p.extend.context_weight) == ("pretrained", 1e-5, 0.0,
                                                                                          1.0)
     assert p.prolong.task_share == 0.0 and p.cdt.beta == 5.0
+    assert p.extend.warmup_steps == 0  # 10% of --steps 1, rounded down: the first step at the peak lr
+    long = run_profile(parse(build_parser(), [*_args(foreign, text_folder, tmp_path / "o"), "--steps", "50"]))
+    assert long.extend.warmup_steps == 5
+    asked = run_profile(parse(build_parser(), [*_args(foreign, text_folder, tmp_path / "o"), "--steps", "50",
+                                               "extend.warmup_steps=2"]))
+    assert asked.extend.warmup_steps == 2
     assert p.base.window == 128  # the model's own window (2048), at most the target
     wide = run_profile(parse(build_parser(), [*_args(foreign, text_folder, tmp_path / "o"), "--target", "4096"]))
     assert wide.base.window == 2048  # max_position_embeddings of its config.json
