@@ -159,3 +159,14 @@ def write_final_config(final: Path, changes: dict) -> None:
     new = {k: v for k, v in {**old, **changes}.items() if not (k in changes and changes[k] is None)}
     if new != old:
         atomic_write_json(path, new)
+
+
+def positions_note(spec: ArmSpec, cfg: dict) -> str | None:
+    """The notice of an arm that trains positions beyond the model's ``max_position_embeddings`` (``cfg``: its
+    config.json), which loading raises to the arm's ``max_positions`` (the skip view's indices reach about twice the
+    target); None when they fit."""
+    old, new = cfg.get("max_position_embeddings"), spec.model.get("max_positions")
+    if not isinstance(old, int) or not isinstance(new, int) or new <= old:
+        return None
+    return (f"max_position_embeddings raised from the model's {old} to {new}: arm {spec.name} trains position ids up "
+            f"to {new - 1}")

@@ -30,7 +30,7 @@ from repro.cli.common import (CLIError, CommandInterrupted, RankAgreedError, add
                               output_dir, positive_float, positive_int)
 from repro.cli.data import DATA_KINDS, parse_data_spec
 from repro.cli.own_settings import (base_window_of, chosen_profile, final_config, model_config, paper_rope,
-                                    rope_theta_arg, run_warmup, write_final_config)
+                                    positions_note, rope_theta_arg, run_warmup, write_final_config)
 from repro.cli.resume import check_start, stopped_error, stopping_errors
 from repro.cli.train_checks import (MAX_STEPS, MAX_TARGET, MAX_TOKENS_PER_STEP, MIN_TARGET, PAPER_ROPE,  # noqa: F401
                                     SEED_LIMIT, check_counts, check_lora_rank, check_step_tokens, env_limit,
@@ -320,7 +320,7 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
     settings, own = dict(spec.model), model_rope(args.model)
     paper = paper_rope(p, arm, own, model_config(args.model)) if args.rope_theta == PAPER_ROPE else None
     settings["rope"], note = run_rope(spec.model["rope"], own, args.rope_theta, paper)
-    for line in (note, upcast_note(args.model)):
+    for line in (note, positions_note(spec, model_config(args.model)), upcast_note(args.model)):
         if line:
             notice(line)
     model = load_cli_model(args.model, args.trust_remote_code, attn_implementation=p.model.attn_implementation,

@@ -151,3 +151,19 @@ def test_rope_theta_help_and_bad_values(text_folder, tiny_model_dir, tmp_path, c
     assert main(_args(tiny_model_dir, text_folder, tmp_path / "bad", "flt", "--profile", "huge")) == 2
     assert "unknown profile 'huge'; allowed: smoke, tiny, paper, pretrained" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_positions_beyond_the_models_window_are_said():
+    from repro.arms import build_arm
+    from repro.cli.own_settings import positions_note
+    from repro.profiles import scaled_profile
+
+    p = scaled_profile(get_profile("smoke"), 1024)
+    skip = build_arm(p, "rp_skip")  # the skip view's indices reach past the target
+    top = skip.model["max_positions"]
+    assert top > 1024
+    assert positions_note(skip, {"max_position_embeddings": 1024}) == (
+        f"max_position_embeddings raised from the model's 1024 to {top}: arm rp_skip trains position ids up to "
+        f"{top - 1}")
+    assert positions_note(skip, {"max_position_embeddings": top}) is None
+    assert positions_note(build_arm(p, "flt"), {"max_position_embeddings": 512}) is None  # fit_config's warning
