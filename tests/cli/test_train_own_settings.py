@@ -167,3 +167,13 @@ def test_positions_beyond_the_models_window_are_said():
         f"{top - 1}")
     assert positions_note(skip, {"max_position_embeddings": top}) is None
     assert positions_note(build_arm(p, "flt"), {"max_position_embeddings": 512}) is None  # fit_config's warning
+
+
+def test_the_dropout_controls_dropout_is_off_again_in_final(foreign, text_folder, tmp_path):
+    """``rp_dropout`` trains with attention dropout and declares it off for evaluation (its ``final_config``), as
+    the pipeline saves it: ``final/config.json`` is then the model's own again."""
+    out = tmp_path / "drop"
+    assert main(_args(foreign, text_folder, out, "rp_dropout")) == 0
+    own, saved = read_json(foreign / "config.json"), read_json(out / "final" / "config.json")
+    assert saved["attention_dropout"] == 0.0
+    assert {k for k in own.keys() | saved.keys() if own.get(k) != saved.get(k)} == set()
