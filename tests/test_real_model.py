@@ -102,3 +102,23 @@ def test_sequence_parallel_2_on_9_heads_is_refused_before_loading(smol, text_fol
     assert "--sequence-parallel 2 does not divide the model's 9 attention heads (3 key/value heads)" in line
     assert "allowed: --sequence-parallel 3 or 9" in line and "Traceback" not in err["0"]
     assert err["1"] == "" and not out.exists()
+
+
+# -- own-model runs keep the model's own settings: the pretrained profile by default, --rope-theta paper from this model
+def test_default_profile_and_prolongs_paper_rope_come_from_the_model(smol, text_folder, tmp_path, capsys):
+    out = tmp_path / "prolong"
+    argv = ["train", "--model", str(smol), "--method", "prolong", "--target", "256", "--base-window", "128",
+            "--rope-theta", "paper", "--data", f"folder:{text_folder}", "--steps", "1", "--batch-size", "1",
+            "--out", str(out), "--no-progress", "--dtype", "float32"]
+    assert main(argv) == 0, capsys.readouterr().err[-2000:]
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note:")]
+    assert notes[0].startswith("note: --profile pretrained (not given)")
+    run = json.loads((out / "run.json").read_text())
+    assert run["profile"] == "pretrained" and run["train_config"]["lr"] == 1e-5
+    expected = 2 * 100_000.0 * 2 ** (64 / 62)  # ProLong's 2x dynamic NTK: theta 1e5, head size 64, t = 256 / 128
+    own, saved = (json.loads((f / "config.json").read_text()) for f in (smol, out / "final"))
+    assert saved["rope_parameters"]["rope_theta"] == pytest.approx(expected, rel=1e-9)
+    assert {k for k in own.keys() | saved.keys() if own.get(k) != saved.get(k)} == {"rope_parameters"}
+    assert "head size d=64" in notes[1] and f"rope_theta={expected:g}" in notes[1]
+    tok = json.loads((out / "final" / "tokenizer_config.json").read_text())
+    assert tok == json.loads((smol / "tokenizer_config.json").read_text())

@@ -177,6 +177,7 @@ def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer", pad_written
             if not trust_remote_code:
                 refuse_shipped_code(p, flag)
             tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True, trust_remote_code=trust_remote_code)
+            keep_saved_init_kwargs(tok, p)
         else:
             raise CLIError(f"no tokenizer at {str(path)!r}; allowed: {flag} a folder with tokenizer.json "
                            "(a checkpoint's final/ or runs/<profile>/corpus-<key>/tokenizer) or the file itself")
@@ -193,6 +194,26 @@ def load_tokenizer_from(path: str | Path, flag: str = "--tokenizer", pad_written
     if tok.bos_token_id is None or tok.pad_token_id is None:
         raise CLIError(f"tokenizer at {str(path)!r} has no BOS or pad/EOS token; allowed: a tokenizer with both")
     return tok
+
+
+LOAD_INIT_KWARGS: tuple[str, ...] = ("local_files_only", "is_local")
+"""Arguments of the loading call that transformers keeps in a tokenizer's ``init_kwargs`` and would write into a
+saved ``tokenizer_config.json`` (``train``'s ``final/``): reset to the folder's own values."""
+
+
+def keep_saved_init_kwargs(tok, folder: Path) -> None:
+    """Reset :data:`LOAD_INIT_KWARGS` of ``tok`` (loaded from ``folder``) to those of the folder's
+    ``tokenizer_config.json`` (removed where it holds none), so that saving ``tok`` writes what the folder holds."""
+    try:
+        saved = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        saved = {}
+    saved = saved if isinstance(saved, dict) else {}
+    for k in LOAD_INIT_KWARGS:
+        if k in saved:
+            tok.init_kwargs[k] = saved[k]
+        else:
+            tok.init_kwargs.pop(k, None)
 
 
 def _from_file(path: Path):

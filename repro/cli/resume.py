@@ -22,6 +22,7 @@ from pathlib import Path
 from safetensors import SafetensorError, safe_open
 
 from repro.cli.common import CLIError, RankAgreedError, check_out_outside_data, launched_rank
+from repro.cli.own_settings import base_window_of, chosen_profile
 from repro.io import DiskFull, is_disk_full, read_json
 from repro.parallel.heads import check_model_heads
 from repro.profiles import get_profile, scaled_profile
@@ -151,7 +152,8 @@ def check_steps(args: argparse.Namespace, step: int) -> None:
     steps = args.steps
     if steps is None:  # the profile's, resized to the run as train resizes it
         try:
-            steps = scaled_profile(get_profile(args.profile), args.target, base_window=args.base_window,
+            name = chosen_profile(args)[0]  # --profile, or the default train picks for the model
+            steps = scaled_profile(get_profile(name), args.target, base_window=base_window_of(args, name),
                                    batch_size=args.batch_size, lr=args.lr, seed=args.seed).extend.steps
         except ValueError:
             return  # a bad profile or size: the train command's own checks name it

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
 
@@ -30,16 +29,19 @@ from repro.cli.common import (CLIError, CommandInterrupted, RankAgreedError, add
                               device_args, launched_rank, load_cli_model, load_tokenizer_from, model_dir,
                               output_dir, positive_float, positive_int)
 from repro.cli.data import DATA_KINDS, parse_data_spec
+from repro.cli.own_settings import (base_window_of, chosen_profile, final_config, model_config, paper_rope,
+                                    positions_note, rope_theta_arg, run_warmup, write_final_config)
 from repro.cli.resume import check_start, stopped_error, stopping_errors
-from repro.cli.train_checks import (MAX_STEPS, MAX_TARGET, MAX_TOKENS_PER_STEP, MIN_TARGET, SEED_LIMIT,  # noqa: F401
-                                    check_counts, check_lora_rank, check_step_tokens, env_limit, fit_config,
-                                    launch_hint, model_rope, notice, read_anchors, run_rope, upcast_note)
+from repro.cli.train_checks import (MAX_STEPS, MAX_TARGET, MAX_TOKENS_PER_STEP, MIN_TARGET, PAPER_ROPE,  # noqa: F401
+                                    SEED_LIMIT, check_counts, check_lora_rank, check_step_tokens, env_limit,
+                                    fit_config, launch_hint, model_rope, notice, read_anchors, run_rope,
+                                    upcast_note, zero_stage)
 from repro.devices import resolve_device
 from repro.distributed import free_port, is_launched, launched_world_size, make_accelerator
 from repro.io import atomic_write_json
 from repro.locks import StageLocked, lock_settings, stage_lock
 from repro.lora import LoraSpec, apply_lora
-from repro.profiles import PROFILES, get_profile, scaled_profile
+from repro.profiles import TRAIN_PROFILES, get_profile, scaled_profile
 from repro.profiles.overrides import parse_overrides
 from repro.train import Trainer
 from repro.train.checkpoints import latest_checkpoint
@@ -66,13 +68,21 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=None, help="data and step seed (default: the profile's)")
     t.add_argument("--out", default=None, help="output folder (default: runs/train-<method>-<target>)")
     t.add_argument("--tokenizer", default=None, help="tokenizer folder or tokenizer.json (default: the model's)")
-    t.add_argument("--rope-theta", type=positive_float, default=None,
-                   help="RoPE base of the trained model (default: the model's own, from its config.json; the "
-                        "papers' bases: selfdistill.rope_theta of the profile for selfdistill/longce/cdt, ProLong's "
-                        "2x dynamic-NTK value for prolong); a one-line note says what changed")
-    t.add_argument("--profile", default="tiny", help=f"settings the method starts from: {', '.join(PROFILES)}")
+    t.add_argument("--rope-theta", type=rope_theta_arg, default=None, metavar="THETA|paper",
+                   help="RoPE base of the trained model (default: the model's own, from its config.json). 'paper': "
+                        "the method's paper value computed from this model: selfdistill/longce/ce/cdt ABF, the "
+                        "model's base x selfdistill.rope_theta / model.rope_theta of the profile (16x in pretrained "
+                        "and paper, as the paper raises Llama-3's 5e5 to 8e6; 6.4x in tiny); prolong 2x the "
+                        "dynamic-NTK base theta x t^(d/(d-2)) from the model's base theta, head size d and t = "
+                        "--target / base window (prolong.rope_ntk_multiple; ProLong: 8e6 for Llama-3 at 64K); the "
+                        "other methods the profile's extend.rope_*. A one-line note says what changed")
+    t.add_argument("--profile", default=None,
+                   help=f"settings the method starts from: {', '.join(TRAIN_PROFILES)} (default: tiny for the "
+                        "project's own models, those with the smoke or tiny profile's model shape; pretrained for "
+                        "any other: lr 1e-5, --data only, the model's own window; a note says which)")
     t.add_argument("--base-window", type=positive_int, default=None,
-                   help="the model's original window (default: the profile's, at most the target)")
+                   help="the model's original window (default: the profile's, at most the target; pretrained: the "
+                        "model's max_position_embeddings)")
     t.add_argument("--anchors", default=None,
                    help="longrecipe: JSON of anchor token ids (a list, or `analyze tokens`' anchors.json)")
     t.add_argument("--data-bytes", type=positive_int, default=2_000_000,
@@ -121,12 +131,15 @@ class TrainRun:
     """The arm trained (``rp_skip`` for ``selfdistill``, ...)."""
     profile: object
     """The resized profile the method was built from."""
+    final_config: dict = field(default_factory=dict)
+    """Fields set in ``final/config.json`` after training (:func:`final_config`)."""
 
 
 def check_args(args: argparse.Namespace) -> None:
     """Every argument check that needs no file read: a :class:`CLIError` naming the bad value."""
     arm_of(args.method)
-    choice(args.profile, tuple(PROFILES), "profile")
+    if args.profile is not None:
+        choice(args.profile, tuple(TRAIN_PROFILES), "profile")
     if args.target > MAX_TARGET:
         raise CLIError(f"--target {args.target} is longer than allowed; allowed: {MIN_TARGET} <= --target <= "
                        f"{MAX_TARGET}")
@@ -194,18 +207,22 @@ def run_bf16(args: argparse.Namespace) -> bool | None:
 
 
 def run_profile(args: argparse.Namespace):
-    """The ``--profile`` settings with the positional ``section.field=value`` overrides, resized to the run
+    """The ``--profile`` settings (or the default one for the model, :func:`chosen_profile`; resized to the model's
+    own window for the pretrained profile, :func:`base_window_of`) with the positional ``section.field=value``
+    overrides, resized to the run
     (:func:`repro.profiles.scaled_profile`: the target, batch, steps, lr and seed of the arguments, and the fields
     tied to them; threads left to the process; checkpoints as asked), the overrides applied again on top so that
     a field named explicitly keeps its value."""
     try:
         overrides = parse_overrides(getattr(args, "overrides", None) or (), FLAG_FIELDS)
-        p = get_profile(args.profile).override(**overrides)
+        name = chosen_profile(args)[0]
+        p = get_profile(name).override(**overrides)
         bf16 = run_bf16(args)
         precision = {} if bf16 is None else {"bf16": bf16}  # --dtype governs every method's autocast
-        p = scaled_profile(p, args.target, base_window=args.base_window, batch_size=args.batch_size,
+        p = scaled_profile(p, args.target, base_window=base_window_of(args, name), batch_size=args.batch_size,
                            steps=args.steps, lr=args.lr, seed=args.seed,
                            extend={"threads": 0, "checkpoint_every": args.checkpoint_every, **precision,
+                                   **run_warmup(name, args.steps),
                                    **({"sequence_parallel": args.sequence_parallel}
                                       if getattr(args, "sequence_parallel", None) else {})},
                            selfdistill=precision, run={"device": args.device, "dtype": args.dtype})
@@ -227,17 +244,6 @@ def lora_spec(args: argparse.Namespace):
         return LoraSpec(**kw)
     except ValueError as e:
         raise CLIError(str(e)) from e
-
-
-def zero_stage(path: str | None) -> int:
-    """``zero_optimization.stage`` of a DeepSpeed config (0 without one); a config that does not parse is a
-    :class:`CLIError`."""
-    if path is None:
-        return 0
-    try:
-        return int(json.loads(Path(path).read_text()).get("zero_optimization", {}).get("stage", 0))
-    except (ValueError, AttributeError) as e:
-        raise CLIError(f"--deepspeed {path!r} is not a DeepSpeed JSON config: {e}") from e
 
 
 def make_run_accelerator(args: argparse.Namespace, global_batch: int):
@@ -300,6 +306,9 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
     p = run_profile(args)
     check_step_tokens(p.extend.batch_size, args.target)
     plan = arm_spec(p, arm)  # what the arm reads, before any data is loaded
+    why = chosen_profile(args)[1]
+    if why:
+        notice(why)
     docs = cli_data.documents(args.data, tok, p.extend.target_window, args.data_bytes)
     if plan.data == "streams":
         data = ArmData(streams=cli_data.prolong_streams(p, docs, args.data, p.extend.seed))
@@ -308,9 +317,10 @@ def build_parts(args: argparse.Namespace) -> TrainParts:
         data = ArmData(corpus_rows=cli_data.corpus_rows(docs),
                        anchors=read_anchors(args.anchors, args.method, len(tok), plan.needs_anchors))
     spec = arm_spec(p, arm, tok, data)
-    settings = dict(spec.model)
-    settings["rope"], note = run_rope(spec.model["rope"], model_rope(args.model), args.rope_theta)
-    for line in (note, upcast_note(args.model)):
+    settings, own = dict(spec.model), model_rope(args.model)
+    paper = paper_rope(p, arm, own, model_config(args.model)) if args.rope_theta == PAPER_ROPE else None
+    settings["rope"], note = run_rope(spec.model["rope"], own, args.rope_theta, paper)
+    for line in (note, positions_note(spec, model_config(args.model)), upcast_note(args.model)):
         if line:
             notice(line)
     model = load_cli_model(args.model, args.trust_remote_code, attn_implementation=p.model.attn_implementation,
@@ -357,7 +367,8 @@ def make_trainer(args: argparse.Namespace, parts: TrainParts, accelerator) -> Tr
         output_dir(parts.out)
     trainer = Trainer(parts.model, parts.method, parts.cfg, parts.out, progress=not args.no_progress,
                       accelerator=accelerator)
-    return TrainRun(trainer, parts.tokenizer, parts.out, parts.arm, parts.profile)
+    return TrainRun(trainer, parts.tokenizer, parts.out, parts.arm, parts.profile,
+                    final_config(args.model, parts.spec))
 
 
 @contextlib.contextmanager
@@ -460,6 +471,8 @@ def finish_tokenizer(args: argparse.Namespace, out: Path) -> int:
         return 0
     with run_lock(out):
         if tokenizer_missing(out):
+            spec = arm_spec(run_profile(args), arm_of(args.method))
+            write_final_config(out / "final", final_config(args.model, spec))
             save_tokenizer(load_tokenizer_from(args.tokenizer or args.model,
                                                "--tokenizer" if args.tokenizer else "--model",
                                                trust_remote_code=args.trust_remote_code), out / "final")
@@ -476,6 +489,7 @@ def train_run(args: argparse.Namespace, run: TrainRun) -> int:
                                                  "world_size": run.trainer.world_size})
     final = run.trainer.train()
     if main_rank:
+        write_final_config(final, run.final_config)  # before the tokenizer: its last file marks final/ complete
         save_tokenizer(run.tokenizer, final)
         print(f"trained {args.method} ({run.arm}) for {run.trainer.step} steps on {run.trainer.world_size} "
               f"process(es) -> {final}")

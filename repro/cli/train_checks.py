@@ -4,6 +4,7 @@ the fixes it makes to a model's config, each with one ``warning:`` line (:mod:`r
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -136,11 +137,23 @@ def upcast_note(model: str | Path) -> str | None:
             "states; --dtype sets only the autocast)")
 
 
-def run_rope(method_rope: dict | None, own: dict, rope_theta: float | None) -> tuple[dict | None, str | None]:
+PAPER_ROPE = "paper"
+"""``--rope-theta paper``: the RoPE the method's paper sets, computed from the loaded model."""
+
+
+def run_rope(method_rope: dict | None, own: dict, rope_theta: float | str | None,
+             paper: tuple[dict | None, str] | None = None) -> tuple[dict | None, str | None]:
     """``(rope for load_model, notice)`` of a run on the user's model: the model's own RoPE base unless
-    ``--rope-theta`` (``rope_theta``) sets one; a RoPE scaling the profile's ``extend`` section sets (``rope_type``
-    other than ``default``: the paper profile's dynamic NTK) is kept on that base. The notice names what changed
-    (None: nothing; ``rope`` None: the model's own RoPE)."""
+    ``--rope-theta`` (``rope_theta``) sets one, or asks for the method's paper RoPE (:data:`PAPER_ROPE`: ``paper``,
+    ``(rope, why)`` computed from this model, rope None for the model's own); a RoPE scaling the profile's ``extend``
+    section sets (``rope_type`` other than ``default``: the paper profile's dynamic NTK) is kept on the chosen base.
+    The notice names what changed (None: nothing; ``rope`` None: the model's own RoPE)."""
+    if rope_theta == PAPER_ROPE:
+        rope, why = paper if paper is not None else (None, "")
+        if rope is None or rope == own:
+            return None, None
+        return rope, (f"RoPE changed from the model's {_show_rope(own)} to {_show_rope(rope)} (--rope-theta paper: "
+                      f"{why})")
     theta = float(own["rope_theta"] if rope_theta is None else rope_theta)
     if method_rope is not None and method_rope.get("rope_type", "default") != "default":
         rope, why = {**method_rope, "rope_theta": theta}, "the profile's extend.rope_type"
@@ -161,3 +174,14 @@ def notice(message: str) -> None:
     """One ``note: ...`` line on stderr (rank 0 of a launched run): a setting the run changes on purpose."""
     if launched_rank() == 0:
         print(f"note: {message}", file=sys.stderr)
+
+
+def zero_stage(path: str | None) -> int:
+    """``zero_optimization.stage`` of a DeepSpeed config (0 without one); a config that does not parse is a
+    :class:`CLIError`."""
+    if path is None:
+        return 0
+    try:
+        return int(json.loads(Path(path).read_text()).get("zero_optimization", {}).get("stage", 0))
+    except (ValueError, AttributeError) as e:
+        raise CLIError(f"--deepspeed {path!r} is not a DeepSpeed JSON config: {e}") from e

@@ -1,4 +1,5 @@
-"""Run profiles: ``smoke`` (CI), ``tiny`` (the default, any CPU) and ``paper`` (GPUs).
+"""Run profiles: ``smoke`` (CI), ``tiny`` (the default, any CPU) and ``paper`` (GPUs); ``pretrained`` (``train`` on
+a pretrained model of your own).
 
 One code path, three sizes. Every field is documented; :func:`get_profile`
 validates ranges so a bad value fails before any work starts.
@@ -21,7 +22,8 @@ from repro.profiles.cdt import CD_MEM_LENGTHS, CDTConfig
 from repro.profiles.longrecipe import LongRecipeConfig
 from repro.profiles.profile import Profile
 from repro.profiles.prolong import PL_ARM_NAMES, PL_MIX, PL_SOURCES, ProLongConfig
-from repro.profiles.registry import DESCRIPTIONS, PAPER, PROFILES, SMOKE, TINY, get_profile
+from repro.profiles.registry import (DESCRIPTIONS, PAPER, PRETRAINED, PROFILES, SMOKE, TINY, TRAIN_PROFILES,
+                                    get_profile)
 from repro.profiles.run import RunConfig
 from repro.profiles.selfdistill import RP_ABLATION_ARMS, RP_MAIN_ARMS, SelfDistillConfig
 from repro.profiles.testbed import (BASE_TASK_WEIGHTS, BASE_TRAIN_TASKS, EXTEND_RUN_FIELDS, REPLICATE_SEED_STRIDE,
@@ -32,8 +34,8 @@ from repro.profiles.variants import scaled_profile
 
 __all__ = [
     "BASE_TASK_WEIGHTS", "BASE_TRAIN_TASKS", "CD_MEM_LENGTHS", "DESCRIPTIONS", "EXTEND_RUN_FIELDS", "PAPER",
-    "PL_ARM_NAMES", "PL_MIX", "PL_SOURCES", "PROFILES", "REPLICATE_SEED_STRIDE", "RP_ABLATION_ARMS", "RP_MAIN_ARMS",
-    "SMOKE", "SUITE_TASKS", "TINY", "TRAIN_TASKS", "BaseTrainConfig", "CDTConfig", "CorpusConfig", "EvalConfig",
-    "ExtendConfig", "LongRecipeConfig", "ModelConfig", "ProLongConfig", "Profile", "RunConfig", "SelfDistillConfig",
-    "TokenizerConfig", "get_profile", "scaled_profile", "validate",
+    "PL_ARM_NAMES", "PL_MIX", "PL_SOURCES", "PRETRAINED", "PROFILES", "REPLICATE_SEED_STRIDE", "RP_ABLATION_ARMS",
+    "RP_MAIN_ARMS", "SMOKE", "SUITE_TASKS", "TINY", "TRAIN_PROFILES", "TRAIN_TASKS", "BaseTrainConfig", "CDTConfig",
+    "CorpusConfig", "EvalConfig", "ExtendConfig", "LongRecipeConfig", "ModelConfig", "ProLongConfig", "Profile",
+    "RunConfig", "SelfDistillConfig", "TokenizerConfig", "get_profile", "scaled_profile", "validate",
 ]

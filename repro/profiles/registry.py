@@ -1,5 +1,6 @@
-"""The profiles, registered in one place: :data:`SMOKE`, :data:`TINY`, :data:`PAPER` in :data:`PROFILES`,
-their one-line :data:`DESCRIPTIONS`, and :func:`get_profile`."""
+"""The profiles, registered in one place: :data:`SMOKE`, :data:`TINY`, :data:`PAPER` in :data:`PROFILES` (the
+pipeline's), :data:`PRETRAINED` beside them in :data:`TRAIN_PROFILES` (``train`` on a pretrained model), their
+one-line :data:`DESCRIPTIONS`, and :func:`get_profile`."""
 
 from __future__ import annotations
 
@@ -79,12 +80,39 @@ position-transform methods, dynamic-NTK factor 10 (RoPE base 48.9M), batch 96,
 104 steps, lr 5e-5, bf16, DeepSpeed; needs GPUs (``run.device="cuda"``: on a machine without one it stops with an
 error rather than training on the CPU) and the model weights."""
 
+PRETRAINED = Profile(
+    name="pretrained",
+    base=BaseTrainConfig(window=4096, retrieval_lengths=(4096,), context_weight=1.0),  # train: the model's window
+    extend=ExtendConfig(target_window=16_384,  # train: --target
+                        lr=1e-5,  # ProLong Table 9 (1e-5, 10% warmup, cosine to 1e-6); CDT Table 6 (1e-5)
+                        min_lr_ratio=0.1,  # ProLong: cosine decay to 1e-6 from 1e-5
+                        warmup_steps=20,  # ProLong's 10% warmup of the 200 steps (train: of --steps)
+                        retrieval_fraction=0.0,  # --data only: no synthetic retrieval rows unless asked
+                        context_weight=1.0,  # every token weighs 1 (the papers' plain next-token loss)
+                        bf16=False),  # --dtype auto on the CPU: float32; on CUDA bf16, as the papers train
+    eval=EvalConfig(lengths=(4096, 16_384)),
+    selfdistill=SelfDistillConfig(rope_theta=160_000.0,  # ABF 16x model.rope_theta: Llama-3's 5e5 -> 8e6 (RP §3.1)
+                                  bf16=False, longce_window=4096, longce_stride=1024),  # LongCE's official 4K / 1K
+    cdt=CDTConfig(beta=5.0, task_lr=1e-5),  # the paper profile's beta for Llama 3 at lr 1e-5 (CDTConfig.beta)
+    prolong=ProLongConfig(task_share=0.0),  # ProLong trains on its data alone: no task rows
+)
+"""Fine-tuning a pretrained model of your own (``train``'s default for a model that is not one of the project's
+own, :func:`repro.cli.own_settings.chosen_profile`): the papers' fine-tuning settings (peak lr 1e-5 with 10%
+warmup and cosine decay to 1e-6 as ProLong and CDT; the user's ``--data`` only, every token weighing 1; CDT's
+beta 5; self-distillation's ABF multiple 16x for ``--rope-theta paper``). ``train`` resizes it to the model's own
+window (``max_position_embeddings``, as ``--base-window``) and the ``--target``; the model keeps its own RoPE.
+Not a pipeline profile (no base model to build): ``train`` alone takes it."""
+
 PROFILES: dict[str, Profile] = {p.name: p for p in (SMOKE, TINY, PAPER)}
+
+TRAIN_PROFILES: dict[str, Profile] = {**PROFILES, PRETRAINED.name: PRETRAINED}
+"""The profiles ``train --profile`` takes: the pipeline's and :data:`PRETRAINED`."""
 
 DESCRIPTIONS: dict[str, str] = {
     "smoke": "CI: every code path at toy sizes (minutes on 2 cores, not seconds); asserts structure, not science",
     "tiny": "default: a Llama trained here at 256 tokens, extended to 1024 (any CPU)",
     "paper": "LongRecipe Table 6: Llama3-8B-Instruct to 80K, DeepSpeed + flash-attn (GPUs, model weights)",
+    "pretrained": "train only: fine-tuning your own pretrained model (lr 1e-5, --data only, the model's window)",
 }
 
 
@@ -92,7 +120,7 @@ DESCRIPTIONS: dict[str, str] = {
 def get_profile(name: str, device: str = "", dtype: str = "") -> Profile:
     """The named profile, validated; unknown names list the allowed ones. ``device`` / ``dtype`` replace
     ``run.device`` / ``run.dtype`` when given (the ``reproduce`` command's ``--device`` / ``--dtype``)."""
-    if name not in PROFILES:
+    if name not in TRAIN_PROFILES:
         raise ValueError(f"unknown profile {name!r}; allowed: {', '.join(PROFILES)}")
     run = {k: v for k, v in (("device", device), ("dtype", dtype)) if v}
-    return PROFILES[name].override(run=run) if run else validate(PROFILES[name])
+    return TRAIN_PROFILES[name].override(run=run) if run else validate(TRAIN_PROFILES[name])
