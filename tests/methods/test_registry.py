@@ -1,4 +1,4 @@
-"""The method registry, the arm-name parser, and the import graph of the package."""
+"""The method registry and the arm-name parser (the import graph's cycles and layers: tests/test_architecture.py)."""
 
 import ast
 import subprocess
@@ -44,24 +44,6 @@ def test_registry_is_filled_from_repro_methods_alone_in_a_fresh_interpreter():
     assert stages_loaded == "0"  # methods know nothing of the pipeline
 
 
-def _modules() -> list[str]:
-    return sorted(".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
-                  for p in (REPO / "repro").rglob("*.py"))
-
-
-def test_every_module_imports_alone_in_a_fresh_interpreter():
-    # each module first in its own interpreter: an import cycle fails here with a partly
-    # initialised module, whatever the import order elsewhere
-    code = ("import importlib, sys\n"
-            "for name in sys.argv[1:]:\n"
-            "    for k in [k for k in sys.modules if k == 'repro' or k.startswith('repro.')]:\n"
-            "        del sys.modules[k]\n"
-            "    importlib.import_module(name)\n")
-    mods = [m for m in _modules() if m != "repro.__main__"]
-    r = subprocess.run([sys.executable, "-c", code, *mods], capture_output=True, text=True, cwd=REPO)
-    assert r.returncode == 0, r.stderr[-2000:]
-
-
 def test_methods_import_neither_the_trainer_nor_the_analyses():
     """The methods sit below ``repro.train`` and ``repro.analysis``: no import of either, at module level or inside a
     function, but for the settings dataclass ``repro.train.config.TrainConfig`` the arm builders return (it imports
@@ -78,44 +60,6 @@ def test_methods_import_neither_the_trainer_nor_the_analyses():
             bad += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names
                     if n.split(".")[:2] in (["repro", "train"], ["repro", "analysis"]) and n != "repro.train.config"]
     assert not bad, bad
-
-
-def test_module_level_import_graph_has_no_cycle():
-    """Edges: module-level ``import``/``from ... import`` of ``repro`` modules (imports inside functions
-    are deferred on purpose and left out)."""
-    mods = set(_modules())
-    graph: dict[str, set[str]] = {}
-    for m in mods:
-        path = REPO / Path(*m.split(".")).with_suffix(".py")
-        if not path.exists():
-            path = REPO / Path(*m.split(".")) / "__init__.py"
-        deps = set()
-        for node in ast.parse(path.read_text()).body:
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            deps |= {n for n in names if n in mods and n != m}
-        graph[m] = deps
-    # a package imports its own submodules (repro.methods -> repro.methods.base) and a submodule
-    # its siblings through the package's parent only, so the edge child -> own package is not a cycle
-    for m, deps in graph.items():
-        deps -= {d for d in deps if m.startswith(d + ".")}
-    state: dict[str, int] = {}
-
-    def visit(m: str, stack: list[str]) -> None:
-        state[m] = 1
-        for d in sorted(graph[m]):
-            if state.get(d) == 1:
-                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(d):] + [m, d]))
-            if d not in state:
-                visit(d, stack + [m])
-        state[m] = 2
-
-    for m in sorted(graph):
-        if m not in state:
-            visit(m, [])
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
