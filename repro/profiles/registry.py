@@ -38,11 +38,11 @@ SMOKE = Profile(
                                                  "rp_attn_noise", "rp_nope"),
                                   curve_every=2, longce_window=192, longce_stride=48, eval_lengths=(384,),
                                   yarn_factors=(2.0,), yarn_samples=1, ablation_samples=1, cost_steps=1,
-                                  cost_proxy="smoke", proxy_steps=1),
+                                  cost_proxy="none"),  # the smoke proxies: tests/bench/test_cost_proxies.py
     cdt=CDTConfig(replicate_arms=(), curve_every=2, task="multihop_2", task_steps=4, task_curve_every=2,
                   analysis_samples=4, top_k=8, lr_sweep=(1e-2, 1.0), map_chunks=8, map_samples=1,
                   mem_lengths=(128, 256), mem_cap_gib=4.0, cost_steps=1, longppl_docs=2,
-                  cost_proxy="smoke", proxy_steps=1),
+                  cost_proxy="none"),  # as selfdistill's: the proxies' timing and tables are tested on their own
     prolong=ProLongConfig(eval_samples=1, heldout_docs=2, throughput_steps=1, throughput_workers=(2,)),
 )
 """CI: proves every code path runs in seconds; asserts structure, not science."""
