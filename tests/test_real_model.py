@@ -10,6 +10,7 @@ import pytest
 
 from repro import model_store
 from repro.__main__ import main
+from repro.cli.common import load_cli_model
 from repro.io import read_jsonl
 
 NAME = "smollm2-135m-instruct"
@@ -56,3 +57,28 @@ def test_evaluate_by_name_finds_a_single_needle(smol, tmp_path, monkeypatch, cap
     summary = json.loads((out / "summary.json").read_text())
     assert summary  # scored; the single needle at 512 tokens is found by the pretrained model
     assert "niah_single_1" in json.dumps(summary)
+
+
+# -- evaluation of a real model: --rope-scaling and --chat-template
+
+def test_evaluate_scales_rope_on_the_models_own_window_and_applies_its_chat_template(smol, tmp_path, monkeypatch,
+                                                                                     capsys):
+    loaded = []
+
+    def watch(*args, **kwargs):
+        loaded.append(load_cli_model(*args, **kwargs))
+        return loaded[-1]
+
+    monkeypatch.setattr("repro.cli.evaluate.load_cli_model", watch)
+    out = tmp_path / "eval"
+    assert main(["evaluate", "--model", str(smol), "--tasks", "niah_single_1", "--lengths", "512", "--samples", "1",
+                 "--out", str(out), "--no-progress", "--rope-scaling", "yarn:2"]) == 0, capsys.readouterr().err[-2000:]
+    (model,) = loaded
+    assert model.config.rope_parameters == {"rope_type": "yarn", "rope_theta": 100000.0, "factor": 2.0,
+                                            "original_max_position_embeddings": 8192}
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["chat_template"], summary["chat_template_flag"], summary["rope_scaling"]) == ("on", "auto",
+                                                                                                  "yarn:2")
+    (row,) = read_jsonl(out / "predictions.jsonl")
+    assert row["input"].startswith("<|im_start|>system\n") and "<|im_start|>assistant\n" in row["input"]
+    assert (row["chat_template"], row["rope_scaling"]) == ("on", "yarn:2")

@@ -163,7 +163,8 @@ def tokens(args: argparse.Namespace, out: Path) -> dict:
     check_tokenizer_fits(tok, base_path, "--base", tok_flag=tok_flag)
     texts = _texts(args, tok)
     device, dtype = device_args(args)
-    base_plan = rope_plan(base_path, args.rope_scaling, args.length, f"--length {args.length} (--base)")
+    base_plan = rope_plan(base_path, args.rope_scaling, args.length, f"--length {args.length} (--base)",
+                          flag="--base")
     plan = rope_plan(path, args.rope_scaling, args.length, f"--length {args.length}")
     base = load_cli_model(base_path, flag="--base", rope=base_plan.rope, device=device, dtype=dtype).eval()
     ext = load_cli_model(path, rope=plan.rope, device=device, dtype=dtype).eval()

@@ -82,17 +82,24 @@ class RopePlan:
                 self.positions}
 
 
-def rope_plan(path: str | Path, text: str, longest: int, what: str, trust_remote_code: bool = False) -> RopePlan:
+def rope_plan(path: str | Path, text: str, longest: int, what: str, trust_remote_code: bool = False,
+              flag: str = "--model") -> RopePlan:
     """Parse ``--rope-scaling`` ``text`` for the model folder ``path`` and say what it does before any loading: a
     ``note:`` with the ``rope_parameters`` it replaces and sets; a ``warning:`` when ``longest`` (the longest
     length, named ``what`` in the line, e.g. ``--lengths 16384``) is past the window the model handles as loaded.
-    A bad value or a model it cannot scale is a :class:`CLIError`."""
+    A bad value, a model it cannot scale, or a config that does not load (code shipped in the folder ``flag`` names,
+    without ``trust_remote_code``) is a :class:`CLIError`."""
     scaling = parse_rope_scaling(text)
     from transformers import AutoConfig  # imported when used (module docstring)
 
-    from repro.models import scaled_rope  # imports transformers: imported when used (module docstring)
+    from repro.models import refuse_shipped_code, scaled_rope  # transformers: imported when used (module docstring)
 
-    cfg = AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
+    try:
+        if not trust_remote_code:
+            refuse_shipped_code(path, flag)
+        cfg = AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
+    except (ValueError, OSError) as e:
+        raise CLIError(" ".join(str(e).split())) from e
     positions = getattr(cfg, "max_position_embeddings", None)
     rope = None
     if scaling.factor is not None:
