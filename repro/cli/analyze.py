@@ -59,7 +59,7 @@ def check_sizes(args: argparse.Namespace) -> None:
     if getattr(args, "data_bytes", None) is not None:
         at_most(args.data_bytes, "--data-bytes", "REPRO_MAX_DATA_BYTES", MAX_DATA_BYTES)
     check_out_outside_data(args.out, getattr(args, "data", None))
-    parse_rope_scaling(args.rope_scaling)
+    parse_rope_scaling(getattr(args, "rope_scaling", "none"))
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -68,7 +68,7 @@ def check_sizes(args: argparse.Namespace) -> None:
             "REPRO_MAX_PROMPTS", MAX_CELLS)
     if getattr(args, "cache", None) is not None:
         check_out(args.cache, "--cache")
-    parse_rope_scaling(args.rope_scaling)
+    parse_rope_scaling(getattr(args, "rope_scaling", "none"))
 
 
 PRED_FIELDS: tuple[str, ...] = ("index", "pred", "input", "outputs", "others", "truncation", "length",
