@@ -82,6 +82,37 @@ def rope_parameters(rope_type: str, theta: float, factor: float | None = None,
     return params
 
 
+SCALING_TYPES: tuple[str, ...] = ("linear", "dynamic", "yarn")
+"""The training-free RoPE scalings :func:`scaled_rope` builds (transformers' ``rope_type`` names; ``dynamic`` is
+dynamic NTK)."""
+
+
+def scaled_rope(config, kind: str, factor: float) -> dict:
+    """The ``rope_parameters`` of ``config`` (a loaded ``PretrainedConfig``) with the training-free scaling ``kind``
+    (:data:`SCALING_TYPES`) by ``factor`` > 1 on top of the model's own ``rope_theta``. YaRN also gets
+    ``original_max_position_embeddings`` = the model's ``max_position_embeddings`` (the window it was trained on);
+    linear and dynamic take no such key (dynamic NTK reads ``max_position_embeddings`` itself, so the config's
+    positions must stay the model's own). A ValueError for another kind, a factor <= 1, or a config with one RoPE
+    per layer type."""
+    if kind not in SCALING_TYPES:
+        raise ValueError(f"RoPE scaling {kind!r}; allowed: {', '.join(SCALING_TYPES)}")
+    if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 1):
+        raise ValueError(f"RoPE scaling factor {factor!r}; allowed: a finite number > 1")
+    own = getattr(config, "rope_parameters", None) or {}
+    if own and all(isinstance(v, dict) for v in own.values()):
+        raise ValueError(f"{type(config).__name__} has one RoPE per layer type ({', '.join(own)}); allowed: a model "
+                         "with one rope_parameters set")
+    theta = own.get("rope_theta", getattr(config, "rope_theta", None))
+    if theta is None:
+        raise ValueError(f"{type(config).__name__} has no rope_theta; allowed: a RoPE model")
+    params = {"rope_type": kind, "rope_theta": float(theta), "factor": float(factor)}
+    if "partial_rotary_factor" in own:  # the share of each head that rotates is the model's, as its base
+        params["partial_rotary_factor"] = own["partial_rotary_factor"]
+    if kind == "yarn":
+        params["original_max_position_embeddings"] = int(config.max_position_embeddings)
+    return params
+
+
 def load_model(path: str | Path, rope: dict | None = None, attn_implementation: str | None = None,
                max_positions: int | None = None, overrides: dict | None = None,
                trust_remote_code: bool = False, device: str | torch.device | None = None,

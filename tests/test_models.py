@@ -1,11 +1,15 @@
 """The masking policy of repro.models.forward and the transformers 5.23 traps it avoids."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
 from repro.data.packing import lm_segment, pack_rows
-from repro.models import build_tiny, causal_doc_mask, forward, load_model, n_params, rope_parameters
+from transformers import AutoConfig
+
+from repro.models import build_tiny, causal_doc_mask, forward, load_model, n_params, rope_parameters, scaled_rope
 from repro.profiles import ModelConfig
 
 
@@ -129,3 +133,53 @@ def test_rope_parameters_validation():
         rope_parameters("yarn", 1e4, None)
     assert rope_parameters("default", 1e4) == {"rope_type": "default", "rope_theta": 1e4}
     assert np.isclose(rope_parameters("dynamic", 5e5, 10.0)["factor"], 10.0)
+
+
+def _short_window_model(path, positions: int = 64):
+    """A tiny Llama trained for ``positions`` positions (RoPE base 10000), saved to ``path``."""
+    m = build_tiny(ModelConfig(num_layers=1, hidden_size=32, intermediate_size=64, num_heads=2, num_kv_heads=2,
+                               rope_theta=10_000.0), vocab_size=64, max_positions=positions, bos_id=0, eos_id=1,
+                   pad_id=2)
+    m.save_pretrained(path)
+    return path
+
+
+def test_scaled_rope_keeps_the_models_theta_and_sets_the_scaling(tmp_path):
+    path = _short_window_model(tmp_path / "ck")
+    cfg = AutoConfig.from_pretrained(path)
+    assert scaled_rope(cfg, "linear", 2) == {"rope_type": "linear", "rope_theta": 10_000.0, "factor": 2.0}
+    assert scaled_rope(cfg, "dynamic", 4.0) == {"rope_type": "dynamic", "rope_theta": 10_000.0, "factor": 4.0}
+    assert scaled_rope(cfg, "yarn", 2) == {"rope_type": "yarn", "rope_theta": 10_000.0, "factor": 2.0,
+                                           "original_max_position_embeddings": 64}
+    for kind, factor in (("ntk", 2.0), ("yarn", 1.0), ("linear", 0.5), ("yarn", float("inf"))):
+        with pytest.raises(ValueError, match="allowed"):
+            scaled_rope(cfg, kind, factor)
+    plain = load_model(path).model.rotary_emb
+    linear = load_model(path, rope=scaled_rope(cfg, "linear", 2)).model.rotary_emb
+    yarn = load_model(path, rope=scaled_rope(cfg, "yarn", 2)).model.rotary_emb
+    assert torch.equal(linear.inv_freq, plain.inv_freq / 2)  # every frequency halved: positions interpolated
+    assert yarn.rope_type == "yarn" and math.isclose(yarn.attention_scaling, 0.1 * math.log(2) + 1)
+    assert yarn.inv_freq[0] == plain.inv_freq[0] and yarn.inv_freq[-1] < plain.inv_freq[-1]  # fast kept, slow scaled
+
+
+def test_dynamic_ntk_scales_only_past_the_models_own_positions(tmp_path):
+    """Dynamic NTK reads ``max_position_embeddings`` as the trained window: --rope-scaling leaves it the model's, so
+    rows within the window score as before and longer rows are scaled."""
+    path = _short_window_model(tmp_path / "ck")
+    plain, dyn = load_model(path), load_model(path, rope=scaled_rope(AutoConfig.from_pretrained(path), "dynamic", 2))
+    assert dyn.config.max_position_embeddings == 64
+    within, past = _ids(64), _ids(96)
+    with torch.no_grad():
+        assert torch.equal(forward(plain, within).logits, forward(dyn, within).logits)
+        assert not torch.allclose(forward(plain, past).logits, forward(dyn, past).logits, atol=1e-4)
+
+
+def test_raising_the_positions_changes_no_logit_of_default_rope(tmp_path):
+    """Why ``evaluate`` and ``analyze`` now load a model's config as it is: the ``max_position_embeddings`` they used
+    to raise is read by no default-RoPE computation, so past the window the logits are bitwise those of before."""
+    path = _short_window_model(tmp_path / "ck")
+    ids = _ids(100)
+    with torch.no_grad():
+        own = forward(load_model(path), ids).logits
+        raised = forward(load_model(path, max_positions=356), ids).logits
+    assert torch.equal(own, raised)

@@ -10,6 +10,7 @@ import pytest
 
 from repro import model_store
 from repro.__main__ import main
+from repro.cli.common import load_cli_model
 from repro.cli.data import documents
 from repro.data.packing import lm_segment, pack_rows
 from repro.data.special_tokens import document_separator
@@ -50,16 +51,6 @@ def test_train_keeps_the_models_rope_base_and_runs_in_float32(smol, text_folder,
     assert cfg.get("dtype") == "float32"
     (row,) = read_jsonl(out / "metrics.jsonl")
     assert math.isfinite(row["loss"]) and 0.5 < row["loss"] < 6.0  # a pretrained model's loss, not ln V = 10.8
-
-
-def test_evaluate_by_name_finds_a_single_needle(smol, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("REPRO_MODELS", str(smol.parent))
-    out = tmp_path / "eval"
-    assert main(["evaluate", "--model", NAME, "--tasks", "niah_single_1", "--lengths", "512", "--samples", "2",
-                 "--out", str(out), "--no-progress"]) == 0, capsys.readouterr().err[-2000:]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary  # scored; the single needle at 512 tokens is found by the pretrained model
-    assert "niah_single_1" in json.dumps(summary)
 
 
 # -- special tokens: --data documents are separated by <|endoftext|>, never by the chat-turn opener <|im_start|>
@@ -122,3 +113,29 @@ def test_default_profile_and_prolongs_paper_rope_come_from_the_model(smol, text_
     assert "head size d=64" in notes[1] and f"rope_theta={expected:g}" in notes[1]
     tok = json.loads((out / "final" / "tokenizer_config.json").read_text())
     assert tok == json.loads((smol / "tokenizer_config.json").read_text())
+
+
+# -- evaluation of a real model: --rope-scaling and --chat-template
+
+def test_evaluate_scales_rope_on_the_models_own_window_and_applies_its_chat_template(smol, tmp_path, monkeypatch,
+                                                                                     capsys):
+    loaded = []
+
+    def watch(*args, **kwargs):
+        loaded.append(load_cli_model(*args, **kwargs))
+        return loaded[-1]
+
+    monkeypatch.setattr("repro.cli.evaluate.load_cli_model", watch)
+    monkeypatch.setenv("REPRO_MODELS", str(smol.parent))  # --model by name
+    out = tmp_path / "eval"
+    assert main(["evaluate", "--model", NAME, "--tasks", "niah_single_1", "--lengths", "512", "--samples", "1",
+                 "--out", str(out), "--no-progress", "--rope-scaling", "yarn:2"]) == 0, capsys.readouterr().err[-2000:]
+    (model,) = loaded
+    assert model.config.rope_parameters == {"rope_type": "yarn", "rope_theta": 100000.0, "factor": 2.0,
+                                            "original_max_position_embeddings": 8192}
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["chat_template"], summary["chat_template_flag"], summary["rope_scaling"]) == ("on", "auto",
+                                                                                                  "yarn:2")
+    (row,) = read_jsonl(out / "predictions.jsonl")
+    assert row["input"].startswith("<|im_start|>system\n") and "<|im_start|>assistant\n" in row["input"]
+    assert (row["chat_template"], row["rope_scaling"]) == ("on", "yarn:2")

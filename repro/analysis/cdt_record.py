@@ -53,13 +53,14 @@ def manual_step(p: Profile) -> float:
     return p.extend.lr * p.cdt.beta
 
 
-def cd_record(path: str | Path, p: Profile, progress: bool = True) -> dict:
+def cd_record(path: str | Path, p: Profile, progress: bool = True, rope: dict | None = None) -> dict:
     """The analysis record of the model folder ``path`` (with its tokenizer) under ``p``'s CDT settings, on
     ``p.run``'s device and dtype:
     ``correct`` per sample, ``types`` per sample, ``scores`` (per sample), ``manual`` (CD-Fig4 per sample),
-    ``sweep`` (CD-Fig8 rows), ``step`` (the manual denoising's step size)."""
+    ``sweep`` (CD-Fig8 rows), ``step`` (the manual denoising's step size). ``rope``: the model's
+    ``rope_parameters`` replaced (``analyze ig --rope-scaling``)."""
     cd, step = p.cdt, manual_step(p)
-    model = load_model(path, **p.run.load_kwargs()).eval()
+    model = load_model(path, rope=rope, **p.run.load_kwargs()).eval()
     tok = load_tokenizer(path)
     samples = analysis_samples(p, tok)
     hops = int(cd.task.split("_")[1])

@@ -117,14 +117,15 @@ def distance_record(model, samples: Sequence, cfg: AttentionDistanceConfig, prog
 
 def model_distances(path: str | Path, texts: Sequence[str], length: int, cfg: AttentionDistanceConfig,
                     tokenizer=None, progress: bool = True, label: str | None = None, device=None,
-                    dtype=None) -> dict:
+                    dtype=None, rope: dict | None = None) -> dict:
     """RP-Fig2's record of any HF causal LM folder (or model id): ``texts`` tokenized with ``tokenizer`` (default:
     the folder's own), cut to ``length``, the first ``cfg.samples`` of them; the model loaded on ``device`` as
-    ``dtype`` (:func:`repro.models.load_model`)."""
+    ``dtype`` (:func:`repro.models.load_model`); ``rope``: its ``rope_parameters`` replaced (``analyze
+    --rope-scaling``; its positions then stay the model's own, which dynamic NTK reads)."""
     if len(texts) < cfg.samples:
         raise ValueError(f"{len(texts)} texts; allowed: at least samples={cfg.samples}")
     cfg.check(length)
-    model = load_model(path, max_positions=length, device=device, dtype=dtype).eval()
+    model = load_model(path, rope=rope, max_positions=None if rope else length, device=device, dtype=dtype).eval()
     tok = tokenizer
     if tok is None:
         tok = AutoTokenizer.from_pretrained(str(path))

@@ -11,6 +11,11 @@
   extended model) against ``--base`` on texts of ``--data``. Writes ``tokens.json`` (shapes, per-position mean
   logit change, anchors with their pieces) and ``anchors.json`` (``{"anchors": [...]}``, what ``train --method
   longrecipe --anchors`` reads).
+
+Every analysis loads its model(s) with their own config; ``--rope-scaling linear:F|dynamic:F|yarn:F`` scales RoPE
+training-free (one ``note:``), and a ``--length`` past the positions of a model as loaded is one ``warning:`` line
+(:mod:`repro.cli.rope_scaling`); ``tokens`` scales ``--model`` and ``--base`` alike. Each JSON records
+``rope_scaling`` and the ``rope_parameters`` loaded (null: the model's own).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from repro.cli.common import (CLIError, add_device_args, at_most, check_out_outs
                               device_args, load_cli_model, load_tokenizer_from, model_dir, output_dir, positive_float,
                               positive_int)
 from repro.cli.data import DATA_KINDS
+from repro.cli.rope_scaling import add_rope_scaling_arg, parse_rope_scaling, rope_plan
 from repro.cli.train_checks import MAX_TARGET
 from repro.io import atomic_write_json
 from repro.profiles import PROFILES, get_profile, scaled_profile
@@ -53,6 +59,7 @@ def check_sizes(args: argparse.Namespace) -> None:
     if getattr(args, "data_bytes", None) is not None:
         at_most(args.data_bytes, "--data-bytes", "REPRO_MAX_DATA_BYTES", MAX_DATA_BYTES)
     check_out_outside_data(args.out, getattr(args, "data", None))
+    parse_rope_scaling(getattr(args, "rope_scaling", "none"))
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -67,6 +74,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
         k.add_argument("--length", type=positive_int, default=256, help="tokens per prompt or text (default 256)")
         k.add_argument("--no-progress", action="store_true", help="no progress bar")
         add_device_args(k, "weights' dtype: auto (bfloat16 on CUDA, float32 on the CPU), float32 or bfloat16")
+        add_rope_scaling_arg(k)
         if name == "ig":
             k.add_argument("--profile", default="tiny", help=f"CDT settings from: {', '.join(PROFILES)}")
             k.add_argument("--top-k", type=positive_int, default=None, help="top-k of FR and the detectors")
@@ -110,15 +118,16 @@ def ig(args: argparse.Namespace, out: Path) -> dict:
     if args.length < need:
         raise CLIError(f"--length {args.length} is too short for {args.samples} {p.cdt.task} prompts; "
                        f"allowed: --length >= {need}")
+    plan = rope_plan(path, args.rope_scaling, args.length, f"--length {args.length}")
     created = not out.exists()
     output_dir(out)
     try:  # the model loads inside: its refusals (weights, RoPE, shipped code) as one line, no folder left
-        rec = cd_record(path, p, progress=not args.no_progress)
+        rec = cd_record(path, p, progress=not args.no_progress, rope=plan.rope)
     except ValueError as e:
         if created and not any(out.iterdir()):
             out.rmdir()
         raise CLIError(" ".join(str(e).split())) from e
-    return {"analysis": "ig", "length": args.length, "samples": len(rec["scores"]),
+    return {"analysis": "ig", "length": args.length, "samples": len(rec["scores"]), **plan.record(),
             "sample_tokens": [len(s["ig_token"]) for s in rec["scores"]], **rec}
 
 
@@ -134,12 +143,13 @@ def attention_distance(args: argparse.Namespace, out: Path) -> dict:
     except ValueError as e:
         raise CLIError(str(e)) from e
     texts = _texts(args, tok)
+    plan = rope_plan(path, args.rope_scaling, args.length, f"--length {args.length}")
     try:  # the model loads inside: its refusals (weights, RoPE, shipped code) as one line
         rec = model_distances(path, texts, args.length, cfg, tokenizer=tok, progress=not args.no_progress,
-                              device=device, dtype=dtype)
+                              device=device, dtype=dtype, rope=plan.rope)
     except ValueError as e:
         raise CLIError(" ".join(str(e).split())) from e
-    return {"analysis": "attention-distance", **rec}
+    return {"analysis": "attention-distance", **plan.record(), **rec}
 
 
 def tokens(args: argparse.Namespace, out: Path) -> dict:
@@ -153,13 +163,17 @@ def tokens(args: argparse.Namespace, out: Path) -> dict:
     check_tokenizer_fits(tok, base_path, "--base", tok_flag=tok_flag)
     texts = _texts(args, tok)
     device, dtype = device_args(args)
-    base = load_cli_model(base_path, flag="--base", max_positions=args.length, device=device, dtype=dtype).eval()
-    ext = load_cli_model(path, max_positions=args.length, device=device, dtype=dtype).eval()
+    base_plan = rope_plan(base_path, args.rope_scaling, args.length, f"--length {args.length} (--base)",
+                          flag="--base")
+    plan = rope_plan(path, args.rope_scaling, args.length, f"--length {args.length}")
+    base = load_cli_model(base_path, flag="--base", rope=base_plan.rope, device=device, dtype=dtype).eval()
+    ext = load_cli_model(path, rope=plan.rope, device=device, dtype=dtype).eval()
     res = analyse(base, ext, tok, texts, args.length, fraction=args.fraction, tagger=None if args.pos else False,
                   progress=not args.no_progress, min_count=args.min_count)
     anchors = [int(a) for a in res.anchors]
     atomic_write_json(output_dir(out) / "anchors.json", {"anchors": anchors})
     return {"analysis": "tokens", "base": str(base_path), "model": str(path), "length": args.length,
+            **plan.record(), "base_rope_parameters": base_plan.rope,
             "fraction": args.fraction, "samples_shape": list(res.samples.shape),
             "changes_shape": list(res.changes.shape), "selected_shape": list(res.selected.shape),
             "mean_change_by_position": res.changes.mean(axis=0).tolist(),

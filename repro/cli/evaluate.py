@@ -6,10 +6,21 @@ Outputs in ``--out``:
   them) then ours: ``index`` (row number), ``pred`` (the model's continuation), ``input`` (the whole prompt the
   model continued, its answer prefix included, so a row can be re-scored or re-run), ``outputs`` (the references),
   ``others`` (``{}``), ``truncation`` (-1: the prompt is never cut), ``length`` (prompt tokens); then ``task``,
-  ``target_length`` (the requested length), ``depth``, ``seed`` and ``score`` (RULER's string match of the task);
+  ``target_length`` (the requested length), ``depth``, ``seed`` and ``score`` (RULER's string match of the task),
+  ``rope_scaling`` (``--rope-scaling``'s value: ``none`` or e.g. ``yarn:2``) and ``chat_template`` (``on`` or
+  ``off``, what ``--chat-template`` resolved to);
 - ``summary.json`` and ``summary.md``: accuracy per task x length (the mean of the rows' ``score``), with its
   standard error ``std / sqrt(n)`` over the samples (population std; for 0/1 scores
   :func:`repro.stats.bernoulli_sd` ``/ sqrt(n)``) and ``n``; cells a task cannot fit are listed under ``skipped``.
+  ``summary.json`` also records ``rope_scaling``, the ``rope_parameters`` loaded (null: the model's own),
+  the model's ``max_position_embeddings``, ``chat_template`` (``on``/``off``) and ``chat_template_flag``
+  (``auto``/``on``/``off``).
+
+The model's config is loaded as it is: a length past its ``max_position_embeddings`` is run (extrapolation) with
+one ``warning:`` line unless ``--rope-scaling`` scales RoPE (:mod:`repro.cli.rope_scaling`). With the chat template
+on (``--chat-template``; ``auto``: when the tokenizer has one, as lm-eval's ``--apply_chat_template``), each
+prompt's question goes into a user turn and its answer prefix opens the assistant's turn
+(:func:`repro.cli.chat.chat_prompt`), as RULER and lm-eval place a task's answer prefix after the chat template.
 
 ``--lengths`` none of whose values any task can fill is refused before anything is loaded or written.
 """
@@ -21,11 +32,13 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from repro.cli.chat import CHAT_MODES, chat_on, chat_prompt
 from repro.cli.common import (CLIError, add_device_args, at_most, check_out, check_tokenizer_fits, csv_of, device_args,
                               distinct, load_cli_model, load_tokenizer_from, model_dir, output_dir, positive_int)
 from repro.cli.train_checks import MAX_TARGET
 from repro.cli.evaluate_harness import main as harness_main
 from repro.cli.evaluate_outputs import clear_summary, write_outputs
+from repro.cli.rope_scaling import add_rope_scaling_arg, parse_rope_scaling, rope_plan
 from repro.evaluate import generate, make_task
 from repro.tasks import available_tasks
 from repro.tasks.base import LengthTooShort
@@ -55,10 +68,11 @@ def check_sizes(args: argparse.Namespace) -> None:
             "REPRO_MAX_PROMPTS", MAX_CELLS)
     if getattr(args, "cache", None) is not None:
         check_out(args.cache, "--cache")
+    parse_rope_scaling(getattr(args, "rope_scaling", "none"))
 
 
 PRED_FIELDS: tuple[str, ...] = ("index", "pred", "input", "outputs", "others", "truncation", "length",
-                                "task", "target_length", "depth", "seed", "score")
+                                "task", "target_length", "depth", "seed", "score", "rope_scaling", "chat_template")
 """The fields of a prediction row, in order."""
 
 
@@ -83,6 +97,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--trust-remote-code", action="store_true",
                    help="run model code shipped in the model folder (off: only transformers' own architectures)")
     add_device_args(e, "weights' dtype: auto (bfloat16 on CUDA, float32 on the CPU), float32 or bfloat16")
+    add_rope_scaling_arg(e)
+    e.add_argument("--chat-template", choices=CHAT_MODES, default="auto",
+                   help="wrap each prompt in the tokenizer's chat template: auto (default: on when the tokenizer has "
+                        "one, as lm-eval's --apply_chat_template), on, off")
     h = e.add_argument_group("lm-evaluation-harness (--harness lm-eval)")
     h.add_argument("--harness", choices=("lm-eval",), default=None,
                    help="run lm-eval's own task definitions (RULER, BABILong, LongBench v2, MMLU, ...) instead of "
@@ -137,9 +155,12 @@ def check_lengths(specs: list[str], lengths: list[int], tok, depths: list[float]
 
 
 def predictions(model, tok, tasks: list[str], lengths: list[int], depths: list[float], samples: int, seed: int,
-                batch_size: int, progress: bool) -> tuple[list[dict], list[dict]]:
+                batch_size: int, progress: bool, chat: bool = False,
+                rope_scaling: str = "none") -> tuple[list[dict], list[dict]]:
     """Prediction rows (:data:`PRED_FIELDS`) of every task x length cell, ``samples`` each with depths taken in
-    turn, and the cells skipped as too short for their task."""
+    turn, and the cells skipped as too short for their task. ``chat``: each prompt through
+    :func:`repro.cli.chat.chat_prompt` (the row's ``input`` and ``length`` are then the wrapped prompt's);
+    ``rope_scaling`` is recorded per row."""
     rows, skipped = [], []
     bar = tqdm(total=len(tasks) * len(lengths) * samples, desc="evaluate", disable=not progress, mininterval=2.0)
     for spec in tasks:
@@ -153,14 +174,17 @@ def predictions(model, tok, tasks: list[str], lengths: list[int], depths: list[f
                 continue
             for i in range(0, samples, batch_size):
                 chunk = examples[i:i + batch_size]
-                preds = generate(model, tok, [ex.prompt for ex in chunk], task.max_new_tokens)
-                for ex, pred in zip(chunk, preds):
+                prompts = [chat_prompt(tok, ex.prompt, ex.metadata.get("answer_prefix")) if chat else ex.prompt
+                           for ex in chunk]
+                preds = generate(model, tok, prompts, task.max_new_tokens)
+                for ex, prompt, pred in zip(chunk, prompts, preds):
                     refs = list(ex.references)
-                    rows.append({"index": len(rows), "pred": pred, "input": ex.prompt, "outputs": refs,
-                                 "others": {}, "truncation": -1,
-                                 "length": int(ex.metadata.get("n_tokens") or len(tok(ex.prompt).input_ids)),
+                    n = None if chat else ex.metadata.get("n_tokens")
+                    rows.append({"index": len(rows), "pred": pred, "input": prompt, "outputs": refs,
+                                 "others": {}, "truncation": -1, "length": int(n or len(tok(prompt).input_ids)),
                                  "task": spec, "target_length": length, "depth": ex.metadata.get("depth"),
-                                 "seed": ex.metadata.get("seed"), "score": float(task.score(pred, refs))})
+                                 "seed": ex.metadata.get("seed"), "score": float(task.score(pred, refs)),
+                                 "rope_scaling": rope_scaling, "chat_template": "on" if chat else "off"})
                 bar.update(len(chunk))
     bar.close()
     return rows, skipped
@@ -187,17 +211,21 @@ def main(args: argparse.Namespace) -> int:
                               trust_remote_code=args.trust_remote_code)
     check_tokenizer_fits(tok, path, tok_flag="--tokenizer" if args.tokenizer else "--model's tokenizer")
     device, dtype = device_args(args)
+    chat = chat_on(tok, args.chat_template, repr(str(args.tokenizer or path)))
     check_lengths(args.tasks, args.lengths, tok, args.depths, args.samples, args.seed)
     check_out(args.out)  # created once the model has loaded: a model that does not load leaves no folder
-    model = load_cli_model(path, args.trust_remote_code, max_positions=max(args.lengths) + 256, device=device,
-                           dtype=dtype).eval()
+    plan = rope_plan(path, args.rope_scaling, max(args.lengths), f"--lengths {max(args.lengths)}",
+                     args.trust_remote_code)
+    model = load_cli_model(path, args.trust_remote_code, rope=plan.rope, device=device, dtype=dtype).eval()
     out = output_dir(args.out)
     clear_summary(out)  # a summary marks a finished evaluation: none until this one is
     (out / "predictions.jsonl").unlink(missing_ok=True)  # nor a previous evaluation's predictions beside ours
     rows, skipped = predictions(model, tok, args.tasks, args.lengths, args.depths, args.samples, args.seed,
-                                args.batch_size, not args.no_progress)
+                                args.batch_size, not args.no_progress, chat, plan.scaling.label)
     cells = write_outputs(out, rows, {"model": str(path), "tasks": args.tasks, "lengths": args.lengths,
-                                      "depths": args.depths, "samples": args.samples, "seed": args.seed},
+                                      "depths": args.depths, "samples": args.samples, "seed": args.seed,
+                                      **plan.record(), "chat_template": "on" if chat else "off",
+                                      "chat_template_flag": args.chat_template},
                           args.lengths, skipped)
     print(markdown(cells, args.lengths), end="")
     if skipped:

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from repro.cli.common import (CLIError, check_out, device_args, load_cli_model, load_tokenizer_from, model_dir,
                               output_dir)
+from repro.cli.chat import chat_on
 from repro.cli.evaluate_outputs import clear_summary, write_outputs
+from repro.cli.rope_scaling import rope_plan
 from repro.harness import offline
 from repro.tasks.summary import markdown
 
@@ -39,8 +41,10 @@ def main(args: argparse.Namespace) -> int:
 
     quiet_lm_eval_logs(not args.no_progress)
     tok = load_tokenizer_from(args.tokenizer or path, "--tokenizer" if args.tokenizer else "--model")
+    chat = chat_on(tok, args.chat_template, repr(str(args.tokenizer or path)))
     run = HarnessRun(tasks=tuple(args.tasks), lengths=tuple(args.lengths or ()), samples=args.samples,
-                     seed=args.seed, batch_size=args.batch_size, data=args.data, essays=args.essays)
+                     seed=args.seed, batch_size=args.batch_size, data=args.data, essays=args.essays,
+                     chat_template=chat)
     if args.data is not None and not Path(args.data).is_dir():
         raise CLIError(f"--data {args.data!r} is not a folder; allowed: a folder of dataset copies, "
                        "<data>/<hub dataset id>")
@@ -52,17 +56,21 @@ def main(args: argparse.Namespace) -> int:
         raise CLIError(f"--tasks/--lengths: {e}") from e
     check_out(args.out)
     device, dtype = device_args(args)
-    longest = max(args.lengths) if args.lengths else None
-    model = load_cli_model(path, args.trust_remote_code, device=device, dtype=dtype,
-                           **({"max_positions": longest + 256} if longest else {})).eval()
+    longest = max(args.lengths) if args.lengths else 0
+    plan = rope_plan(path, args.rope_scaling, longest, f"--lengths {longest}", args.trust_remote_code)
+    # the config as it is (lm-eval is given its max_length, harness.run.evaluate), or scaled by --rope-scaling
+    model = load_cli_model(path, args.trust_remote_code, rope=plan.rope, device=device, dtype=dtype).eval()
     out = output_dir(args.out)
     clear_summary(out)
-    rows = evaluate(model, tok, run, tasks, progress=not args.no_progress)
+    rows = [{**r, "rope_scaling": plan.scaling.label, "chat_template": "on" if chat else "off"}
+            for r in evaluate(model, tok, run, tasks, progress=not args.no_progress)]
     lengths = sorted({r["target_length"] for r in rows if r["target_length"] is not None})
     columns = lengths + ([None] if any(r["target_length"] is None for r in rows) else [])
     groups = groups_of(args.tasks)
     cells = write_outputs(out, rows, {"model": str(path), "tasks": args.tasks, "lengths": args.lengths,
                                       "samples": args.samples, "seed": args.seed, "groups": groups,
+                                      **plan.record(), "chat_template": "on" if chat else "off",
+                                      "chat_template_flag": args.chat_template,
                                       "harness": {"name": "lm-eval", **harness_versions(),
                                                   "sources": {leaf.name: leaf.source for leaf in leaves}}},
                           columns, [])

@@ -38,6 +38,7 @@ class HarnessRun:
         essays: RULER's essay haystack: a folder or file of text, or None for the suite's default prose.
         max_length: the longest sequence lm-eval may feed (prompt and generation); None: the longest length plus
             the longest generation of the tasks, or the model's own limit when no length is given.
+        chat_template: lm-eval's ``apply_chat_template``: each request in the tokenizer's chat template.
     """
 
     tasks: tuple[str, ...]
@@ -48,6 +49,7 @@ class HarnessRun:
     data: str | None = None
     essays: str | None = None
     max_length: int | None = None
+    chat_template: bool = False
 
 
 def prepare(run: HarnessRun, tokenizer):
@@ -97,7 +99,8 @@ def evaluate(model, tokenizer, run: HarnessRun, tasks: dict | None = None, progr
     first = {name: list(range(min(run.samples, len(t.eval_docs)))) for name, t in tasks.items()
              if not _sized(t) and run.samples is not None}  # tasks read from a dataset: their first documents
     out = lm_eval.simple_evaluate(model=lm, tasks=list(tasks.values()), samples=first or None,
-                                  log_samples=True, random_seed=run.seed, numpy_random_seed=run.seed,
+                                  log_samples=True, apply_chat_template=run.chat_template,
+                                  random_seed=run.seed, numpy_random_seed=run.seed,
                                   torch_random_seed=run.seed, fewshot_random_seed=run.seed,
                                   confirm_run_unsafe_code=unsafe, verbosity=None if progress else "ERROR")
     return rows_of(out["samples"], tokenizer, run.seed, list(tasks))
