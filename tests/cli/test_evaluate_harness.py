@@ -42,11 +42,10 @@ def choice_scores(model_dir, prompt, choices):
 
 def test_harness_end_to_end_offline(tiny_model_dir, tmp_path):
     data, out = write_local_mmlu(tmp_path / "data"), tmp_path / "ev"
-    p, seconds = repro("evaluate", "--harness", "lm-eval", "--model", str(tiny_model_dir), "--tasks",
+    p, _ = repro("evaluate", "--harness", "lm-eval", "--model", str(tiny_model_dir), "--tasks",
                        "niah_single_1,mmlu_abstract_algebra", "--lengths", "1024", "--samples", "2", "--data",
                        str(data), "--out", str(out), "--no-progress", cache=tmp_path / "cache")
     assert p.returncode == 0, p.stderr[-3000:]
-    assert seconds < 60
     summary = json.loads((out / "summary.json").read_text())
     rows = read_jsonl(out / "predictions.jsonl")
     assert summary["harness"]["lm_eval"] == "0.4.13"
