@@ -229,8 +229,8 @@ def _run_notebooks(chosen, out_dir: Path, keys: dict[str, str], nb_dir: Path, p,
 
 def _cached(stamp: Path, executed: Path, key: str, log) -> bool:
     """Whether the executed notebook is a valid cache for ``key``: its stamp has the key and the executed copy
-    has the size and sha256 the stamp recorded (else it runs again, saying which file changed). A stamp from
-    before sizes and hashes were recorded is trusted and completed with them."""
+    has the size and sha256 the stamp recorded (else it runs again, saying which file changed; a stamp without
+    them, from before they were recorded, too)."""
     try:
         rec = read_json(stamp)
     except FileNotFoundError:
@@ -241,10 +241,9 @@ def _cached(stamp: Path, executed: Path, key: str, log) -> bool:
     if not isinstance(rec, dict) or rec.get("key") != key or not executed.exists():
         return False
     if "sha256" not in rec:
-        log(f"{stamp}: written before integrity records; {executed.name} used unverified and recorded now")
-        atomic_write_json(stamp, {**rec, "size": executed.stat().st_size, "sha256": file_sha256(executed),
-                                  "origin": "legacy"})
-        return True
+        log(f"{stamp}: written before integrity records (nothing to verify {executed.name} against); running the "
+            "notebook again")
+        return False
     size = executed.stat().st_size
     if size != rec.get("size") or (verify_mode() == "hash" and file_sha256(executed) != rec["sha256"]):
         what = f"{size} bytes, recorded {rec.get('size')}" if size != rec.get("size") else "content changed"

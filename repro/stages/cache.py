@@ -20,13 +20,9 @@ truncated, edited or missing file is never used silently: the damaged result is 
 compute it again (:func:`verify_stage`, used by the checkpoint look-up of the evaluation notebooks) a
 :class:`CacheIntegrityError` names the file and stops the run.
 
-Legacy caches (finished before manifests existed: the stage's ``done`` artifact is there, no manifest) are
-trusted and recorded: they are used as before, a :class:`CacheWarning` says so, and a manifest with
-``"origin": "legacy"`` is written, so changes from then on are detected. Recomputing every legacy stage
-would throw away finished training on upgrade, and nothing recorded could tell a damaged legacy artifact
-from a sound one anyway; ``force`` recomputes a doubted one. A legacy JSON record that does not parse
-(truncated) is recomputed. One exception: a stage whose lock was left by a killed holder (see below) and
-that has no manifest was interrupted mid-compute, so it is computed again (a training stage resumes).
+A stage folder without a manifest (killed before its end, or finished by a version of this code from before
+manifests) and a record without its checksum are computed again, a training stage resuming from its last checkpoint:
+nothing recorded could tell a damaged one from a sound one.
 
 Concurrency. Every stage computes under :func:`repro.locks.stage_lock` (a lock file beside the stage
 folder or JSON record, taken over at once from a killed holder; a second process waits for the holder or
@@ -67,7 +63,7 @@ CHECKSUM_KEY = "_sha256"
 
 
 class CacheWarning(UserWarning):
-    """A cached result was damaged (and is recomputed) or is a legacy one used unverified."""
+    """A cached result was damaged, or has no integrity record, and is computed again."""
 
 
 class CacheIntegrityError(RuntimeError):
@@ -142,18 +138,15 @@ def _artifact_files(path: Path) -> list[Path]:
     return out
 
 
-def write_manifest(path: Path, done: str, origin: str = "finished") -> Path:
+def write_manifest(path: Path, done: str) -> Path:
     """Record size and sha256 of every file of the stage folder ``path`` in ``path/artifacts.json`` (atomic,
-    written last). ``origin``: ``finished`` (just computed) or ``legacy`` (found finished without one)."""
+    written last), once the stage has computed it."""
     files = {}
     for f in _artifact_files(path):
         st = f.stat()
         files[f.relative_to(path).as_posix()] = {"size": st.st_size, "sha256": _sha256(f, st)}
-    rec: dict[str, Any] = {"format": 1, "done": done, "origin": origin,
+    rec: dict[str, Any] = {"format": 1, "done": done, "origin": "finished",
                            "recorded": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "files": files}
-    if origin == "legacy":
-        rec["note"] = ("finished before integrity manifests: recorded as found on first reuse, not verified "
-                       "against the files as they were written")
     return atomic_write_json(path / MANIFEST, rec)
 
 
@@ -182,28 +175,19 @@ def check_manifest(path: Path, mode: str | None = None) -> str | None:
     return None
 
 
-def _state(path: Path, done: str, stale: bool = False) -> tuple[str, str | None]:
-    """``(state, problem)``: ``missing``, ``finished`` (verified), ``legacy``, ``unfinished`` (a killed holder's
-    stage without a manifest) or ``damaged`` with the problem naming the file."""
+def _state(path: Path, done: str) -> tuple[str, str | None]:
+    """``(state, problem)``: ``missing`` (no manifest: never finished, killed before its end, or finished before
+    manifests were written), ``finished`` (verified) or ``damaged`` with the problem naming the file."""
     if (path / MANIFEST).exists():
         problem = check_manifest(path)
         return ("damaged", problem) if problem else ("finished", None)
-    if not (path / done).exists():
-        return "missing", None
-    return ("unfinished", None) if stale else ("legacy", None)
+    return "missing", None
 
 
 def _discard(path: Path, problem: str) -> None:
     warnings.warn(f"{problem}; deleting the damaged cached stage {path} and computing it again",
                   CacheWarning, stacklevel=4)
     shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-
-
-def _legacy(path: Path, done: str) -> None:
-    warnings.warn(f"{path}: finished before integrity manifests; used unverified and its files recorded now "
-                  f"({MANIFEST}, origin 'legacy') so later changes are detected (force=True recomputes it)",
-                  CacheWarning, stacklevel=4)
-    write_manifest(path, done, origin="legacy")
 
 
 def reuse(path: Path, done: str, force: bool) -> Path | None:
@@ -218,16 +202,18 @@ def reuse(path: Path, done: str, force: bool) -> Path | None:
         if not _follower():
             _discard(path, problem)
         return None
-    if state == "legacy" and not _follower():
-        _legacy(path, done)
-    return path / done if state in ("finished", "legacy") else None
+    return path / done if state == "finished" else None
 
 
 def verify_stage(path: Path, done: str) -> Path:
     """``path / done`` of a finished stage that cannot be computed again from here; raises
-    :class:`CacheIntegrityError` naming the damaged file (a legacy stage without a manifest passes)."""
+    :class:`CacheIntegrityError` naming the damaged file or the missing manifest."""
     state, problem = _state(path, done)
-    if state == "damaged":
+    if state == "missing" and (path / done).exists():
+        problem = f"{path / MANIFEST}: missing (a stage killed before its end, or finished before manifests)"
+    elif state == "missing":
+        problem = f"{path / done}: missing"
+    if state != "finished":
         raise CacheIntegrityError(f"{problem}; the cached stage {path} is damaged: run the stage that makes it "
                                   "again (it is recomputed), or delete the folder")
     return path / done
@@ -248,17 +234,15 @@ def compute_once(path: Path, done: str, force: bool = False) -> Iterator[Path | 
         yield reuse(path, done, False)
         return
     before = file_stamp(path / MANIFEST)
-    with stage_lock(path) as lock:
+    with stage_lock(path):
         after = file_stamp(path / MANIFEST)
         if force and not (after is not None and after != before):  # not finished by the holder we waited for
             if path.exists():
                 shutil.rmtree(path)
-        state, problem = _state(path, done, stale=lock.stale is not None)
+        state, problem = _state(path, done)
         if state == "damaged":
             _discard(path, problem)
-        elif state == "legacy":
-            _legacy(path, done)
-        if state in ("finished", "legacy"):
+        if state == "finished":
             yield path / done
             return
         yield None
@@ -273,21 +257,21 @@ def _record_sha(rec: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
-def _read_record(path: Path) -> tuple[dict | None, str | None, bool]:
-    """``(record without its checksum, problem naming the file, legacy)``; (None, None, False) when missing."""
+def _read_record(path: Path) -> tuple[dict | None, str | None]:
+    """``(record without its checksum, problem naming the file)``; (None, None) when missing."""
     try:
         rec = read_json(path)
     except FileNotFoundError:
-        return None, None, False
+        return None, None
     except (ValueError, UnicodeDecodeError) as e:
-        return None, f"{path}: not valid JSON ({e}; truncated?)", False
+        return None, f"{path}: not valid JSON ({e}; truncated?)"
     if not isinstance(rec, dict):
-        return None, f"{path}: a JSON {type(rec).__name__}, not a record", False
+        return None, f"{path}: a JSON {type(rec).__name__}, not a record"
     if CHECKSUM_KEY not in rec:
-        return rec, None, True
+        return None, f"{path}: no {CHECKSUM_KEY} (written before records had checksums: nothing to verify it against)"
     if rec[CHECKSUM_KEY] != _record_sha(rec):
-        return None, f"{path}: content changed (sha256 of the record differs from its {CHECKSUM_KEY})", False
-    return {k: v for k, v in rec.items() if k != CHECKSUM_KEY}, None, False
+        return None, f"{path}: content changed (sha256 of the record differs from its {CHECKSUM_KEY})"
+    return {k: v for k, v in rec.items() if k != CHECKSUM_KEY}, None
 
 
 def write_record(path: Path, rec: Mapping[str, Any]) -> Path:
@@ -310,16 +294,12 @@ def cached_json(path: Path, force: bool, compute: Callable[[], Mapping[str, Any]
         now = file_stamp(path)
         if force and not (now is not None and now != before):
             path.unlink(missing_ok=True)
-        rec, problem, legacy = _read_record(path)
+        rec, problem = _read_record(path)
         if problem:
             _discard(path, problem)
-        elif legacy:
-            warnings.warn(f"{path}: a record written before checksums; used unverified and rewritten with its "
-                          f"{CHECKSUM_KEY} so later changes are detected", CacheWarning, stacklevel=2)
-            write_record(path, rec)
         if rec is None:
             write_record(path, with_environment(dict(compute())))
-            rec, problem, _ = _read_record(path)
+            rec, problem = _read_record(path)
             if problem:
                 raise CacheIntegrityError(f"{problem} right after writing it")
         rec = dict(rec)

@@ -2,7 +2,7 @@ import json
 import shutil
 
 from repro.profiles import get_profile
-from repro.stages.cache import checkpoint_id
+from repro.stages.cache import checkpoint_id, write_manifest
 from repro.stages.checkpoints import checkpoint_path
 from repro.stages.evaluation import evaluate_checkpoint
 from repro.stages.keys import base_key
@@ -23,6 +23,7 @@ def test_the_same_run_in_two_folders_writes_the_same_evaluation_files(tmp_path, 
     ckpt = a / p.name / f"base-{base_key(p)}" / "final"
     tiny_llama(vocab=len(small_tokenizer)).save_pretrained(ckpt)
     small_tokenizer.save_pretrained(ckpt)
+    write_manifest(ckpt.parent, "final")  # as the base stage records its files when it finishes
     shutil.copytree(a, b)
     assert checkpoint_path(p, "base", b) == b / p.name / f"base-{base_key(p)}" / "final"
 

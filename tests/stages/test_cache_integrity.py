@@ -1,4 +1,4 @@
-"""The stage cache: damaged artifacts are detected and recomputed, legacy caches are recorded, and two processes
+"""The stage cache: damaged or unrecorded artifacts are detected and recomputed, and two processes
 on one stage compute it once (a killed holder's lock is taken over)."""
 
 import json
@@ -89,20 +89,22 @@ def test_verify_stage_stops_with_the_damaged_file_where_nothing_recomputes(tmp_p
     assert (stage / "summary.json").exists()  # nothing deleted
 
 
-def test_a_legacy_folder_stage_is_trusted_recorded_and_then_verified(tmp_path):
+def test_a_folder_stage_without_a_manifest_is_computed_again(tmp_path):
+    """A stage whose finished artifact is there but not its manifest (killed between the two, or finished before
+    manifests): nothing tells it from a damaged one, so it is computed again and then recorded."""
     stage, calls = tmp_path / "s-abc", []
     stage.mkdir()
     (stage / "data.bin").write_bytes(b"old")
     (stage / "summary.json").write_text("{}")
-    with pytest.warns(CacheWarning, match="finished before integrity manifests; used unverified"):
-        _folder_stage(stage, calls)
-    assert calls == []
+    with pytest.raises(CacheIntegrityError, match=r"artifacts.json: missing"):
+        verify_stage(stage, "summary.json")
+    _folder_stage(stage, calls)
+    assert calls == [1]
     rec = read_json(stage / MANIFEST)
-    assert rec["origin"] == "legacy" and "note" in rec and set(rec["files"]) == {"data.bin", "summary.json"}
-    (stage / "data.bin").write_bytes(b"new")
-    with pytest.warns(CacheWarning, match="data.bin: content changed"):
-        _folder_stage(stage, calls)
-    assert calls == [1] and not (stage / "data.bin").exists()
+    assert rec["origin"] == "finished" and set(rec["files"]) == {"sub/data.bin", "summary.json"}
+    assert not (stage / "data.bin").exists()  # computed again into a fresh folder
+    _folder_stage(stage, calls)
+    assert calls == [1]
 
 
 def test_the_corpus_stage_recomputes_a_truncated_token_file(tmp_path):
@@ -141,17 +143,12 @@ def test_a_damaged_json_record_is_recomputed(tmp_path, damage):
     assert calls == [1, 1]
 
 
-def test_a_legacy_json_record_is_trusted_and_given_its_checksum(tmp_path):
+def test_a_json_record_without_its_checksum_is_computed_again(tmp_path):
     path, calls = tmp_path / "r.json", []
-    path.write_text(json.dumps({"score": 0.7}))
-    with pytest.warns(CacheWarning, match="written before checksums"):
-        assert _record_stage(path, calls) == {"score": 0.7}
-    assert calls == [] and CHECKSUM_KEY in read_json(path)
-    path2, calls2 = tmp_path / "r2.json", []
-    path2.write_text('{"score": 0.')  # a truncated legacy record cannot be trusted
-    with pytest.warns(CacheWarning, match="not valid JSON"):
-        assert _record_stage(path2, calls2)["score"] == 0.5
-    assert calls2 == [1]
+    path.write_text(json.dumps({"score": 0.7}))  # written before records had checksums
+    with pytest.warns(CacheWarning, match="no _sha256"):
+        assert _record_stage(path, calls) == {"score": 0.5, "rows": [1, 2, 3]}
+    assert calls == [1] and CHECKSUM_KEY in read_json(path)
 
 
 def test_a_record_may_not_use_the_checksum_key(tmp_path):
@@ -166,9 +163,9 @@ def test_the_notebook_runner_reruns_an_edited_executed_notebook(tmp_path):
 
     nb, stamp, said = tmp_path / "t.ipynb", tmp_path / "t.done.json", []
     nb.write_text('{"cells": []}')
-    atomic_write_json(stamp, {"key": "k"})  # a stamp from before hashes were recorded
-    assert _cached(stamp, nb, "k", said.append) and "used unverified" in said[-1]
-    assert read_json(stamp)["sha256"] == file_sha256(nb) and read_json(stamp)["origin"] == "legacy"
+    atomic_write_json(stamp, {"key": "k"})  # a stamp from before hashes were recorded: run again
+    assert not _cached(stamp, nb, "k", said.append) and "running the notebook again" in said[-1]
+    atomic_write_json(stamp, {"key": "k", "size": nb.stat().st_size, "sha256": file_sha256(nb)})
     assert _cached(stamp, nb, "k", said.append) and not _cached(stamp, nb, "other", said.append)
     nb.write_text('{"cells": [1]}')
     assert not _cached(stamp, nb, "k", said.append) and said[-1].startswith(f"{nb}: 14 bytes, recorded 13")
