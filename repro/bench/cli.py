@@ -9,6 +9,7 @@ import time
 from repro.bench.throughput import BenchConfig, compare_with_hf, run_bench
 from repro.cli.common import CLIError, load_cli_model, model_dir
 from repro.figures import Recorder
+from repro.io import read_json
 from repro.models import build_tiny
 from repro.profiles import PROFILES, get_profile
 
@@ -55,10 +56,11 @@ def model_bench_main(model: str, tokens: int, rows: int, rounds: int, quick: boo
                              ("--threads", threads, 1)):
         if value < low:
             raise CLIError(f"{flag} {value}; allowed: an integer >= {low}")
-    net = load_cli_model(model_dir(model), device="cpu")
-    if tokens > net.config.max_position_embeddings:
-        raise CLIError(f"--tokens {tokens}; allowed: at most the model's max_position_embeddings "
-                       f"{net.config.max_position_embeddings}")
+    folder = model_dir(model)
+    positions = read_json(folder / "config.json").get("max_position_embeddings")
+    if isinstance(positions, int) and tokens > positions:  # before the weights load
+        raise CLIError(f"--tokens {tokens}; allowed: at most the model's max_position_embeddings {positions}")
+    net = load_cli_model(folder, device="cpu")
     rounds = 1 if quick else rounds
     cfg = BenchConfig(steps=rounds, rounds=rounds, warmup=1, threads=threads)
     print(f"bench {model}: our trainer's step vs HF Trainer's, {rows} rows x {tokens} tokens, {threads} threads, "

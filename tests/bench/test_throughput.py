@@ -55,7 +55,7 @@ def test_bench_model_prints_ours_against_hf_trainer_at_each_precision(tiny_model
     assert [ln.split(":")[0] for ln in lines] == ["fp32", "bf16 autocast"]
     for ln in lines:
         ours, hf, speed = (float(ln.split(w)[1].split()[0].rstrip("x")) for w in ("ours ", "HF Trainer ", "at "))
-        assert ours > 0 and hf > 0 and speed == pytest.approx(hf / ours, rel=0.02)  # one step: the ratio of the two
+        assert ours > 0 and hf > 0 and speed == pytest.approx(hf / ours, abs=0.006)  # one step: their ratio
 
 
 @pytest.mark.parametrize("argv, message", [
