@@ -12,7 +12,7 @@ from repro.schedules import cosine_decay
 
 
 ADAMW_IMPLS: tuple[str, ...] = ("fused", "foreach", "for-loop")
-"""The values of :attr:`TrainConfig.adamw_impl` (torch's ``fused=True``, ``foreach=True``, ``foreach=False``)."""
+"""The values of :attr:`TrainConfig.adamw_impl` (torch's ``fused=True``, ``foreach=True``, its defaults)."""
 
 
 @dataclass(frozen=True)
@@ -36,11 +36,12 @@ class TrainConfig:
     adamw_impl: str = "fused"
     """torch's implementation of AdamW (:data:`ADAMW_IMPLS`): ``fused`` (default; one kernel pass over all of a
     device's tensors, on the CPU and CUDA: HF ``Trainer``'s default ``adamw_torch_fused``; at SmolLM2-135M on
-    2 CPU threads its step took ~1/8 of the for-loop's), ``foreach`` or ``for-loop`` (torch's per-tensor loop: the
-    CPU default of torch and of this project's earlier versions). The update is the same up to float rounding
-    (~1e-7 relative; ``foreach`` and ``for-loop`` are bit-identical on the CPU), so the choice is part of a run's
-    bits: the stage cache keys hold it unless ``for-loop`` (:mod:`repro.stages.keys`, keys of earlier runs stay
-    valid for that one), and a resumed run continues with this setting, not the checkpoint's."""
+    2 CPU threads its step took ~1/8 of the for-loop's), ``foreach`` or ``for-loop`` (torch's defaults, exactly
+    this project's earlier versions: its per-tensor loop on the CPU; on CUDA torch then picks ``foreach``). The
+    update is the same up to float rounding (~1e-7 relative; ``foreach`` and ``for-loop`` are bit-identical on the
+    CPU), so the choice is part of a run's bits: the stage cache keys hold it unless ``for-loop``
+    (:mod:`repro.stages.keys`; keys of earlier runs stay valid for that one), and a resumed run continues with this
+    setting, not the checkpoint's."""
     grad_clip: float = 1.0
     """Max gradient norm (0 disables clipping)."""
     gradient_checkpointing: bool = False

@@ -261,11 +261,12 @@ class Trainer:
         return final
 
 
-def adamw_flags(impl: str) -> dict[str, bool]:
-    """torch ``AdamW``'s ``foreach`` and ``fused`` arguments of :attr:`TrainConfig.adamw_impl` ``impl``."""
+def adamw_flags(impl: str) -> dict[str, bool | None]:
+    """torch ``AdamW``'s ``foreach`` and ``fused`` arguments of :attr:`TrainConfig.adamw_impl` ``impl``; ``for-loop``
+    is torch's defaults (None, None: the for-loop on the CPU), exactly the optimizer of earlier versions."""
     if impl not in ADAMW_IMPLS:
         raise ValueError(f"adamw_impl={impl!r}; allowed: {', '.join(ADAMW_IMPLS)}")
-    return {"foreach": impl == "foreach", "fused": impl == "fused"}
+    return {"foreach": True if impl == "foreach" else None, "fused": True if impl == "fused" else None}
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
