@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 from repro.checkpoint_state import STATE_FILES
 from repro.data.packing import lm_segment, pack_rows
 from repro.train import Interrupted, Trainer, TrainConfig, answer_exact_match, lr_at, weighted_clm_loss
+from repro.train.config import ADAMW_IMPLS
 
 
 class ToyMethod:
@@ -203,3 +204,38 @@ def test_frozen_parameters_get_no_optimizer_state_and_stay_bitwise(tiny_llama, t
     assert len(t.opt.state) == len(list(model.parameters())) - len(frozen) > 0
     q = "model.layers.1.self_attn.q_proj.weight"
     assert not torch.equal(model.state_dict()[q], tiny_llama().state_dict()[q])  # the rest trained
+
+
+def test_adamw_is_fused_by_default_and_each_implementation_gives_the_same_update(tiny_llama, tmp_path):
+    assert TrainConfig(max_steps=1, lr=1e-3).adamw_impl == "fused"  # as HF Trainer's adamw_torch_fused
+    start = _weights(tiny_llama())
+    after, flags = {}, {}
+    for impl in ADAMW_IMPLS:
+        m = tiny_llama()
+        cfg = TrainConfig(max_steps=1, lr=1e-2, weight_decay=0.1, checkpoint_every=0, adamw_impl=impl)
+        t = Trainer(m, ToyMethod(), cfg, tmp_path / impl, progress=False)
+        t.train()
+        flags[impl] = {k: t.opt.defaults[k] for k in ("fused", "foreach")}
+        after[impl] = _weights(m)
+    assert flags == {"fused": {"fused": True, "foreach": None}, "foreach": {"fused": None, "foreach": True},
+                     "for-loop": {"fused": None, "foreach": None}}  # for-loop: torch's defaults, as before
+    for k in start:
+        step = (after["for-loop"][k] - start[k]).abs().max()
+        assert step > 1e-4, k  # every tensor moved (lr 1e-2: about 1e-2 per element)
+        # one update of the fused kernel: the for-loop's up to float32 rounding of the weights
+        assert (after["fused"][k] - after["for-loop"][k]).abs().max() <= 1e-6 * start[k].abs().max() + 1e-8, k
+        assert torch.equal(after["foreach"][k], after["for-loop"][k]), k  # on the CPU: the same kernels in a loop
+    with pytest.raises(ValueError, match=r"adamw_impl='adam'; allowed: fused, foreach, for-loop"):
+        TrainConfig(max_steps=1, lr=1e-3, adamw_impl="adam")
+
+
+def test_a_resumed_run_uses_its_own_adamw_implementation_not_the_checkpoints(tiny_llama, tmp_path):
+    first = TrainConfig(max_steps=4, lr=3e-3, checkpoint_every=2, adamw_impl="for-loop")
+    with pytest.raises(Interrupted):
+        Trainer(tiny_llama(), ToyMethod(), first, tmp_path / "run", progress=False).train(stop_after=2)
+    saved = json.loads((tmp_path / "run" / "ckpt-2" / "optimizer.json").read_text())["param_groups"]
+    assert {g["fused"] for g in saved} == {None}
+    t = Trainer(tiny_llama(), ToyMethod(), TrainConfig(max_steps=4, lr=3e-3, checkpoint_every=2), tmp_path / "run",
+                progress=False)
+    t.train()
+    assert t.step == 4 and {(g["fused"], g["foreach"]) for g in t.opt.param_groups} == {(True, None)}

@@ -2,15 +2,17 @@
 
 * the machine's ceiling: a large fp32 and bf16 matmul (GFLOP/s);
 * one training step of the profile's model at the base window and at the target, per
-  setting (:data:`TRAIN_ARMS`: the v1 trainer's fp32 + full-logit loss, the chunked loss,
-  bf16 autocast, ``torch.compile``; HF ``Trainer`` on the same model, batch, length and
-  AdamW), timed round-robin so that noise hits every arm alike; achieved FLOP/s
+  setting (:data:`TRAIN_ARMS`: the v1 trainer's fp32 + full-logit loss and for-loop AdamW, the chunked loss,
+  bf16 autocast, ``torch.compile``, each with the trainer's own optimizer and clipping; HF ``Trainer`` on the same
+  model, batch, length, lr and betas, its default fused AdamW), timed round-robin, HF's steps included
+  (:func:`time_train_arms`), so that noise hits every arm alike; achieved FLOP/s
   (:func:`repro.cost.step_flops`) as a share of the ceiling at the precision used;
 * two copies of the new setting side by side, one thread each (independent stages);
 * generation: prompt and generated tokens/s of :func:`repro.generate.greedy_ids` vs HF
   ``generate`` on the same prompts.
 
-Random token ids stand in for data: throughput does not depend on the values.
+Random token ids stand in for data: throughput does not depend on the values. ``bench --model`` runs only the
+training comparison, ours against HF ``Trainer`` at equal precision, on a pretrained model (:func:`compare_with_hf`).
 """
 
 from __future__ import annotations
@@ -18,24 +20,28 @@ from __future__ import annotations
 import copy
 import multiprocessing as mp
 import statistics
+import threading
 import time
 from dataclasses import dataclass
 
 import torch
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
 from repro.cost import step_flops
 from repro.generate import greedy_ids
 from repro.models import n_params
-from repro.train import clm_step
+from repro.timing import interleaved_rounds
+from repro.train import TrainConfig, clm_step
+from repro.train.trainer import build_optimizer, clip_gradients
 
 TRAIN_ARMS: dict[str, dict] = {
-    "v1 (fp32, full logits)": {"bf16": False, "chunked": False, "compile": False},
+    "v1 (fp32, full logits)": {"bf16": False, "chunked": False, "compile": False, "adamw": "for-loop"},
     "fp32, chunked loss": {"bf16": False, "chunked": True, "compile": False},
     "bf16, chunked loss": {"bf16": True, "chunked": True, "compile": False},
     "bf16, chunked, compiled": {"bf16": True, "chunked": True, "compile": True},
 }
-"""Our trainer's settings compared (the same step function the trainer runs: :func:`repro.train.clm_step`)."""
+"""Our trainer's settings compared (the same step function the trainer runs: :func:`repro.train.clm_step`, and its
+optimizer: the trainer's default AdamW, the v1 arm torch's for-loop AdamW as the trainer's first version)."""
 
 
 @dataclass(frozen=True)
@@ -85,66 +91,181 @@ def _batch(vocab: int, T: int, B: int, seed: int = 0) -> dict[str, torch.Tensor]
 
 
 class _Arm:
-    """One setting's model copy, optimizer and step (the trainer's :func:`repro.train.clm_step`)."""
+    """One setting's model copy, optimizer and step: the trainer's own (:func:`repro.train.clm_step`, then
+    :func:`repro.train.trainer.clip_gradients` at 1.0 and :func:`repro.train.trainer.build_optimizer`'s AdamW,
+    ``adamw`` of the setting or the trainer's default)."""
 
     def __init__(self, model, settings: dict):
         self.model = copy.deepcopy(model).train()
         if settings["compile"]:
             self.model.get_decoder().compile(dynamic=False)  # torch's in-place nn.Module.compile
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, betas=(0.9, 0.95))
+        cfg = TrainConfig(max_steps=1, lr=1e-4, betas=(0.9, 0.95),
+                          adamw_impl=settings.get("adamw", TrainConfig.adamw_impl))
+        self.opt = build_optimizer(self.model, cfg)
         self.bf16, self.chunked = settings["bf16"], settings["chunked"]
 
-    def step(self, batch) -> None:
+    def step(self, batch) -> float:
+        t = time.perf_counter()
         loss, _ = clm_step(self.model, batch, self.bf16, self.chunked)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        clip_gradients(self.model, 1.0)
         self.opt.step()
+        return time.perf_counter() - t
+
+    def close(self) -> None:
+        pass
 
 
-def time_train_arms(model, vocab: int, T: int, B: int, cfg: BenchConfig,
-                    arms_wanted: dict[str, dict] = TRAIN_ARMS) -> tuple[dict[str, list[float]], dict[str, float]]:
-    """Seconds per step of each setting, interleaved round-robin; and each arm's warmup seconds
-    (compilation included)."""
+def hf_arm_name(bf16: bool) -> str:
+    """The row name of HF ``Trainer``'s arm at a precision."""
+    return f"HF Trainer ({'bf16' if bf16 else 'fp32'})"
+
+
+class _HFArm:
+    """HF ``Trainer`` on its own copy of the model, one optimizer step at a time, so that its steps interleave with
+    our arms': its ``train()`` (HF's own loop: forward, loss, backward, clipping at 1.0, its default fused AdamW
+    with the same lr and betas, zero_grad) runs in a thread that waits at each step's start until :meth:`step` lets
+    it go, and :meth:`step` returns once the thread waits again (or has finished), so nothing of HF's runs while
+    another arm is timed. A step's seconds are those between its ``on_step_begin`` and ``on_step_end`` callbacks
+    (the batch is collated before, as our arms' batch is built before theirs)."""
+
+    def __init__(self, model, batch: dict[str, torch.Tensor], bf16: bool, steps: int, out_dir: str):
+        rows = [{"input_ids": ids, "labels": ids} for ids in batch["input_ids"]]
+        self._go, self._waiting = threading.Semaphore(0), threading.Semaphore(0)
+        self._left, self._stop = steps, False
+        self._seconds, self._error, self._t0 = float("nan"), None, 0.0
+        arm = self
+
+        class Gate(TrainerCallback):
+            def on_step_begin(self, args, state, control, **kw):
+                arm._waiting.release()
+                arm._go.acquire()
+                if arm._stop:
+                    raise _Stopped
+                arm._t0 = time.perf_counter()
+
+            def on_step_end(self, args, state, control, **kw):
+                arm._seconds = time.perf_counter() - arm._t0
+
+        args = TrainingArguments(output_dir=out_dir, per_device_train_batch_size=len(rows), max_steps=steps,
+                                 learning_rate=1e-4, adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=1.0,
+                                 lr_scheduler_type="constant", logging_strategy="no", save_strategy="no", report_to=[],
+                                 bf16=bf16, use_cpu=True, dataloader_num_workers=0, disable_tqdm=True, seed=0)
+        self._trainer = Trainer(model=copy.deepcopy(model).train(), args=args, train_dataset=rows, callbacks=[Gate()])
+        self._trainer.remove_callback(PrinterCallback)  # its end-of-training summary would interleave with our lines
+        self._thread = threading.Thread(target=self._run, name="hf-trainer-arm", daemon=True)
+        self._thread.start()
+        self._wait()
+
+    def _run(self) -> None:
+        try:
+            self._trainer.train()
+        except _Stopped:
+            pass
+        except BaseException as e:  # re-raised in the caller's thread by _wait
+            self._error = e
+        finally:
+            self._waiting.release()  # the last step (or a failure) ends the thread: no caller is left waiting
+
+    def _wait(self) -> None:
+        self._waiting.acquire()
+        if self._error is not None:
+            raise RuntimeError(f"HF Trainer failed: {self._error}") from self._error
+
+    def step(self, batch=None) -> float:
+        if self._left < 1:
+            raise RuntimeError("the HF Trainer arm was asked for more steps than it was built for")
+        self._left -= 1
+        self._go.release()
+        self._wait()
+        if self._left == 0:
+            self._thread.join()
+        return self._seconds
+
+    def close(self) -> None:
+        """End the thread (a step it was not asked for is abandoned at its start)."""
+        if self._thread.is_alive():
+            self._stop = True
+            self._go.release()
+            self._thread.join()
+
+
+class _Stopped(Exception):
+    """Raised in the HF Trainer arm's thread to end its ``train()`` early (:meth:`_HFArm.close`)."""
+
+
+def time_train_arms(model, vocab: int, T: int, B: int, cfg: BenchConfig, arms_wanted: dict[str, dict] = TRAIN_ARMS,
+                    hf_precisions: tuple[bool, ...] = (), out_dir: str = "/tmp",
+                    progress: bool = False) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Seconds per step of each setting of ``arms_wanted`` and of HF ``Trainer`` at each precision of
+    ``hf_precisions`` (False: fp32, True: bf16 autocast; arms :func:`hf_arm_name`), on the same batch,
+    interleaved by :func:`repro.timing.interleaved_rounds`: a first round of ``cfg.warmup`` untimed steps per arm
+    (compilation included), then ``cfg.rounds`` rounds of ``cfg.steps // cfg.rounds`` timed steps per arm, arm
+    after arm. Returns each arm's seconds in round order (``per_round`` of them per round, so round ``r``'s steps
+    pair up across arms) and each arm's warmup seconds."""
     batch = _batch(vocab, T, B)
-    arms = {name: _Arm(model, s) for name, s in arms_wanted.items()}
-    warm: dict[str, float] = {}
-    for name, arm in arms.items():
-        t = time.perf_counter()
-        for _ in range(cfg.warmup):
-            arm.step(batch)
-        warm[name] = time.perf_counter() - t
-    times: dict[str, list[float]] = {n: [] for n in arms}
     per_round = max(cfg.steps // cfg.rounds, 1)
-    for _ in range(cfg.rounds):
-        for name, arm in arms.items():
-            for _ in range(per_round):
-                t = time.perf_counter()
-                arm.step(batch)
-                times[name].append(time.perf_counter() - t)
-    return times, warm
+    arms: dict[str, _Arm | _HFArm] = {}
+    try:
+        for name, s in arms_wanted.items():
+            arms[name] = _Arm(model, s)
+        for bf16 in hf_precisions:
+            arms[hf_arm_name(bf16)] = _HFArm(model, batch, bf16, cfg.warmup + per_round * cfg.rounds, out_dir)
+        warm: dict[str, float] = {}
+
+        def run(name: str, r: int) -> list[float]:
+            n = per_round if r > 0 or not cfg.warmup else cfg.warmup
+            secs = [arms[name].step(batch) for _ in range(n)]
+            if r == 0 and cfg.warmup:
+                warm[name] = sum(secs)
+            return secs
+
+        got = interleaved_rounds(list(arms), cfg.rounds, 1 if cfg.warmup else 0, run, desc="bench steps",
+                                 progress=progress)
+    finally:
+        for arm in arms.values():
+            arm.close()
+    return {name: [x for secs in rounds for x in secs] for name, rounds in got.items()}, warm
 
 
 def time_hf_trainer(model, vocab: int, T: int, B: int, cfg: BenchConfig, bf16: bool, out_dir: str) -> list[float]:
-    """Seconds per step of HF ``Trainer`` (AdamW, same betas, clip 1.0, no logging/saving) on the same batch."""
-    batch = _batch(vocab, T, B)
-    rows = [{"input_ids": batch["input_ids"][i], "labels": batch["input_ids"][i]} for i in range(B)]
-    stamps: list[float] = []
+    """Seconds per step of HF ``Trainer`` alone (AdamW, same betas, clip 1.0, no logging/saving) on the benchmark's
+    batch; :func:`time_train_arms` with ``hf_precisions`` times it interleaved with our arms instead."""
+    times, _ = time_train_arms(model, vocab, T, B, cfg, {}, (bf16,), out_dir)
+    return times[hf_arm_name(bf16)]
 
-    class Clock(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw):
-            stamps.append(time.perf_counter())
 
-        def on_step_end(self, args, state, control, **kw):
-            stamps.append(time.perf_counter())
+MODEL_ARMS: dict[str, dict] = {"fp32": TRAIN_ARMS["fp32, chunked loss"], "bf16": TRAIN_ARMS["bf16, chunked loss"]}
+"""``bench --model``'s arms: our trainer's default step (chunked loss, its default AdamW) at each precision, each
+against HF ``Trainer`` at the same precision."""
 
-    args = TrainingArguments(output_dir=out_dir, per_device_train_batch_size=B, max_steps=cfg.warmup + cfg.steps,
-                             learning_rate=1e-4, adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=1.0,
-                             lr_scheduler_type="constant", logging_strategy="no", save_strategy="no", report_to=[],
-                             bf16=bf16, use_cpu=True, dataloader_num_workers=0, disable_tqdm=True, seed=0)
-    Trainer(model=copy.deepcopy(model).train(), args=args, train_dataset=rows, callbacks=[Clock()]).train()
-    steps = [stamps[i + 1] - stamps[i] for i in range(0, len(stamps) - 1, 2)]
-    return steps[cfg.warmup:]
+
+def compare_with_hf(model, T: int, B: int, cfg: BenchConfig, out_dir: str = "/tmp", progress: bool = True,
+                    log=print) -> list[dict]:
+    """Our trainer's step (:data:`MODEL_ARMS`) against HF ``Trainer``'s at equal precision (fp32; bf16 autocast) on
+    ``model``, ``B`` rows of ``T`` random tokens, ``cfg.threads`` torch threads, all four arms interleaved
+    (:func:`time_train_arms`). One row per precision: the median seconds per step of each, and our speed as a
+    multiple of HF's (> 1: ours faster), the median over the timed steps of HF's step / ours in the same round
+    (paired, so load that changes between rounds cancels), with its range."""
+    torch.set_num_threads(cfg.threads)
+    times, warm = time_train_arms(model, model.config.vocab_size, T, B, cfg, MODEL_ARMS, (False, True), out_dir,
+                                  progress)
+    rows = []
+    for prec, settings in MODEL_ARMS.items():
+        ours, hf = times[prec], times[hf_arm_name(settings["bf16"])]
+        paired = [h / o for h, o in zip(hf, ours)]
+        rows.append({"precision": prec if prec == "fp32" else "bf16 autocast", "tokens": T, "rows": B,
+                     "threads": cfg.threads, "timed steps": len(ours),
+                     "ours seconds/step": float(f"{statistics.median(ours):.4g}"),
+                     "HF Trainer seconds/step": float(f"{statistics.median(hf):.4g}"),
+                     "speed vs HF Trainer": round(statistics.median(paired), 2),
+                     "range": f"{min(paired):.2f}-{max(paired):.2f}",
+                     "ours": f"chunked loss, AdamW {TrainConfig.adamw_impl}", "torch": torch.__version__})
+        log(f"{rows[-1]['precision']}: ours {rows[-1]['ours seconds/step']} s/step, HF Trainer "
+            f"{rows[-1]['HF Trainer seconds/step']} s/step: ours at {rows[-1]['speed vs HF Trainer']:.2f}x HF "
+            f"Trainer's speed (paired over {len(paired)} steps, range {rows[-1]['range']})")
+    return rows
 
 
 def _side_by_side_worker(args) -> float:
@@ -204,11 +325,8 @@ def run_bench(model, cfg: BenchConfig = BenchConfig(), out_dir: str = "/tmp", lo
                         for p, g in ceiling.items()]
     log(f"ceiling: fp32 {ceiling['fp32']:.0f} GFLOP/s, bf16 {ceiling['bf16']:.0f}")
     for T, B in cfg.shapes:
-        times, warm = time_train_arms(model, vocab, T, B, cfg)
-        if cfg.hf_trainer:
-            for bf16 in (False, True):
-                times[f"HF Trainer ({'bf16' if bf16 else 'fp32'})"] = time_hf_trainer(model, vocab, T, B, cfg, bf16,
-                                                                                      out_dir)
+        times, warm = time_train_arms(model, vocab, T, B, cfg, TRAIN_ARMS, (False, True) if cfg.hf_trainer else (),
+                                      out_dir)
         med = {k: statistics.median(v) for k, v in times.items()}
         flops = step_flops(n, layers, hidden, T * B, T)
         v1 = med["v1 (fp32, full logits)"]

@@ -17,6 +17,12 @@ def add_parsers(sub) -> None:
     b.add_argument("--profile", default="tiny", help="whose model is benchmarked (random weights; default tiny)")
     b.add_argument("--figures-dir", default="figures", help="where TB-Throughput.{csv,md} go (default figures/)")
     b.add_argument("--quick", action="store_true", help="fewer steps, no HF Trainer or side-by-side arm (a check)")
+    b.add_argument("--model", default=None, help="instead: our trainer's step against HF Trainer's at equal "
+                   "precision on this model (a folder or a name of `models list`), interleaved; prints, writes nothing")
+    b.add_argument("--tokens", type=int, default=512, help="with --model: tokens per row (default 512)")
+    b.add_argument("--rows", type=int, default=2, help="with --model: rows per step (default 2)")
+    b.add_argument("--rounds", type=int, default=4, help="with --model: timed interleaved rounds (default 4)")
+    b.add_argument("--threads", type=int, default=2, help="with --model: torch threads (default 2)")
 
     gpu_cli.add_parser(b)
     s_ = sub.add_parser("base-search", help="train and score base-model candidates (TB-BaseSearch)")
@@ -36,6 +42,10 @@ def main(args: argparse.Namespace) -> int:
         from repro.bench.costs import costs_main  # lazy: keeps every other command's start light
 
         return costs_main(args.costs_profile, args.costs_figures_dir, args.costs_quick)
+    if args.cmd == "bench" and args.model is not None:
+        from repro.bench.cli import model_bench_main  # lazy: keeps every other command's start light
+
+        return model_bench_main(args.model, args.tokens, args.rows, args.rounds, args.quick, args.threads)
     if args.cmd == "bench":
         from repro.bench.cli import bench_main  # lazy: keeps every other command's start light
 

@@ -15,6 +15,7 @@ from repro.methods.armspec import Upstream
 from repro.methods.prolong import long_threshold
 from repro.profiles import EXTEND_RUN_FIELDS, Profile
 from repro.stages.cache import stage_key
+from repro.train.config import adamw_impl_of
 
 __all__ = ["analysis_key", "arm_fields", "base_key", "corpus_key", "extend_fields", "extension_key", "merge_key",
            "replay_key", "replicate_profile", "streams_key"]
@@ -26,7 +27,15 @@ def corpus_key(p: Profile) -> str:
 
 def base_key(p: Profile) -> str:
     return stage_key("base", {"corpus": corpus_key(p), "model": p.model, "base": p.base,
-                              "max_pos": max(p.eval.lengths)})
+                              "max_pos": max(p.eval.lengths), **adamw_fields(p.base)})
+
+
+def adamw_fields(section) -> dict:
+    """``{"adamw": impl}`` of the AdamW implementation a training section uses (:func:`adamw_impl_of`), or
+    nothing for ``for-loop``: the rounding of every update depends on it, and keys of runs trained with the
+    for-loop (this project's earlier versions) stay as they were."""
+    impl = adamw_impl_of(section)
+    return {} if impl == "for-loop" else {"adamw": impl}
 
 
 def arm_fields(p: Profile, method: str) -> dict:
@@ -55,7 +64,7 @@ def extension_key(p: Profile, method: str) -> str:
     """Key of arm ``method``'s extension; a replicate ``<arm>@seed<k>`` is its arm at the replicate's seed."""
     p, method = replicate_profile(p, method)
     return stage_key("extend", {"base": base_key(p), "extend": extend_fields(p), "method": method,
-                                "spec": arm_fields(p, method)})
+                                "spec": arm_fields(p, method), **adamw_fields(p.extend)})
 
 
 def streams_key(p: Profile) -> str:

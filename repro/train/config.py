@@ -11,6 +11,10 @@ from repro.profiles.run import check_device
 from repro.schedules import cosine_decay
 
 
+ADAMW_IMPLS: tuple[str, ...] = ("fused", "foreach", "for-loop")
+"""The values of :attr:`TrainConfig.adamw_impl` (torch's ``fused=True``, ``foreach=True``, its defaults)."""
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Optimisation settings shared by every method."""
@@ -29,6 +33,15 @@ class TrainConfig:
     """AdamW weight decay."""
     betas: tuple[float, float] = (0.9, 0.95)
     """AdamW betas."""
+    adamw_impl: str = "fused"
+    """torch's implementation of AdamW (:data:`ADAMW_IMPLS`): ``fused`` (default; one kernel pass over all of a
+    device's tensors, on the CPU and CUDA: HF ``Trainer``'s default ``adamw_torch_fused``; at SmolLM2-135M on
+    2 CPU threads its step took ~1/8 of the for-loop's), ``foreach`` or ``for-loop`` (torch's defaults, exactly
+    this project's earlier versions: its per-tensor loop on the CPU; on CUDA torch then picks ``foreach``). The
+    update is the same up to float rounding (~1e-7 relative; ``foreach`` and ``for-loop`` are bit-identical on the
+    CPU), so the choice is part of a run's bits: the stage cache keys hold it unless ``for-loop``
+    (:mod:`repro.stages.keys`; keys of earlier runs stay valid for that one), and a resumed run continues with this
+    setting, not the checkpoint's."""
     grad_clip: float = 1.0
     """Max gradient norm (0 disables clipping)."""
     gradient_checkpointing: bool = False
@@ -92,6 +105,8 @@ class TrainConfig:
         if not 0 < self.lr <= 1:
             raise ValueError(f"lr={self.lr}; allowed: 0 < lr <= 1")
         check_device(self.device)
+        if self.adamw_impl not in ADAMW_IMPLS:
+            raise ValueError(f"adamw_impl={self.adamw_impl!r}; allowed: {', '.join(ADAMW_IMPLS)}")
         if isinstance(self.sequence_parallel, bool) or not isinstance(self.sequence_parallel, int) \
                 or self.sequence_parallel < 1:
             raise ValueError(f"sequence_parallel={self.sequence_parallel!r}; allowed: an integer >= 1")
@@ -110,3 +125,9 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
     span = max(cfg.max_steps - cfg.warmup_steps, 1)
     t = min((step - cfg.warmup_steps) / span, 1.0)
     return cosine_decay(t, cfg.min_lr_ratio)
+
+
+def adamw_impl_of(section: Any) -> str:
+    """The AdamW implementation a profile section trains with: its own ``adamw_impl`` field when it has one
+    (:meth:`TrainConfig.from_section` copies it), else :class:`TrainConfig`'s default."""
+    return getattr(section, "adamw_impl", TrainConfig.adamw_impl)

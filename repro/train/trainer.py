@@ -27,7 +27,7 @@ from repro.manifest import environment
 from repro.methods.protocol import Method, StepState
 from repro.parallel.rows import setup
 from repro.train.checkpoints import drop_tied, latest_checkpoint, remove_leftovers, step_of, untie
-from repro.train.config import TrainConfig, lr_at
+from repro.train.config import ADAMW_IMPLS, TrainConfig, lr_at
 from repro.train.failures import Interrupted, NonFiniteLoss
 from repro.train.step import clm_step
 
@@ -66,12 +66,7 @@ class Trainer:
                 raise ValueError(f"gradient_checkpointing=True needs a transformers model; {type(model).__name__} has "
                                  "no activation_checkpointing_enable (allowed: gradient_checkpointing=False)")
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-        decay, no_decay = [], []
-        for n, p in model.named_parameters():
-            if p.requires_grad:  # frozen weights (LoRA's base, repro.lora) get no optimizer state
-                (no_decay if p.ndim < 2 else decay).append(p)
-        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                                      {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=cfg.betas)
+        self.opt = build_optimizer(model, cfg)
         self.step = 0
         self.accelerator, self.engine = accelerator, None  # multi-process: repro.distributed
         self.rows = None
@@ -119,6 +114,8 @@ class Trainer:
             distributed.load_engine_checkpoint(self.accelerator, path)
         else:
             self._load_weights_and_optimizer(path)
+        for g in self.opt.param_groups:  # torch takes the implementation from the checkpoint; this run's config rules
+            g.update(adamw_flags(self.cfg.adamw_impl))
         meta = read_json(path / "state.json")
         self.step = int(meta["step"])
         self.method.load_state_dict(meta["method"])
@@ -226,7 +223,7 @@ class Trainer:
                 gnorm = distributed.optimizer_step(self.accelerator, self.engine, self.opt, self.model,
                                                    self.cfg.grad_clip, check_norm)
             else:
-                gnorm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip or float("inf"))
+                gnorm = clip_gradients(self.model, self.cfg.grad_clip)
                 check_norm(gnorm)
                 self.opt.step()
             dt = time.perf_counter() - t0
@@ -262,6 +259,34 @@ class Trainer:
         if self.accelerator is not None:
             self.accelerator.wait_for_everyone()
         return final
+
+
+def adamw_flags(impl: str) -> dict[str, bool | None]:
+    """torch ``AdamW``'s ``foreach`` and ``fused`` arguments of :attr:`TrainConfig.adamw_impl` ``impl``; ``for-loop``
+    is torch's defaults (None, None: the for-loop on the CPU), exactly the optimizer of earlier versions."""
+    if impl not in ADAMW_IMPLS:
+        raise ValueError(f"adamw_impl={impl!r}; allowed: {', '.join(ADAMW_IMPLS)}")
+    return {"foreach": True if impl == "foreach" else None, "fused": True if impl == "fused" else None}
+
+
+def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """The trainer's AdamW over ``model``'s trainable parameters: weight decay ``cfg.weight_decay`` on matrices,
+    none on vectors (norms, biases), ``cfg.betas``, ``cfg.lr`` and the implementation ``cfg.adamw_impl`` (fused by
+    default, as HF ``Trainer``). Build it after the model is on its device: ``fused`` checks the parameters'."""
+    decay, no_decay = [], []
+    for p in model.parameters():
+        if p.requires_grad:  # frozen weights (LoRA's base, repro.lora) get no optimizer state
+            (no_decay if p.ndim < 2 else decay).append(p)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=cfg.betas,
+                             **adamw_flags(cfg.adamw_impl))
+
+
+def clip_gradients(model: torch.nn.Module, grad_clip: float) -> torch.Tensor:
+    """Clip ``model``'s gradients to total norm ``grad_clip`` (0: no clipping) and return the norm before it, as HF
+    ``Trainer`` does (torch's ``clip_grad_norm_`` with its own choice of kernels: per tensor on the CPU, where its
+    ``foreach`` norms are no faster, ``foreach`` on CUDA)."""
+    return torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip or float("inf"))
 
 
 def run_environment() -> dict:
