@@ -15,9 +15,9 @@ _FROZEN_AT: list[str] = []
 def pytest_runtest_logstart(nodeid, location):
     """At the first test of each file (the previous file's fixtures torn down, this one's not yet made): collect
     the garbage, then move every object still alive (imported modules, session fixtures: about 600,000 objects after
-    collection) out of the cyclic collector's reach. The benchmarks call ``gc.collect()`` before every timed step
-    (:func:`repro.timing.interleaved_rounds`, ``free_memory``), and each call scanned all of it (0.1-0.5 s, hundreds
-    of calls); what the tests make is collected as before."""
+    collection) out of the cyclic collector's reach. Code under test that calls ``gc.collect()`` often (the GPU
+    benchmarks' ``free_memory``; :func:`repro.timing.interleaved_rounds` freezes and hands back the heap itself) would
+    otherwise scan all of it each time (0.1-0.5 s a call); what the tests make is collected as before."""
     if _FROZEN_AT[-1:] != [location[0]]:
         _FROZEN_AT[:] = [location[0]]
         gc.collect()
