@@ -2,7 +2,7 @@
 
 import pytest
 
-from repro.analysis.ig_memory import IGMemoryConfig, lengths, main, markdown, run_one, sweep, watchdog_mib
+from repro.analysis.ig_memory import IGMemoryConfig, lengths, main, markdown, run_one, sweep
 
 TINY = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1,
             answer_tokens=4)
@@ -22,8 +22,9 @@ def test_the_child_stops_at_the_cap_and_the_method_is_not_run_further():
     # reports its own row (peak included); the next length is not attempted
     rows = sweep(IGMemoryConfig(**TINY, cap_mib=700), methods=("naive",), start=8192, max_length=16384)
     assert [r["status"] for r in rows] == ["out of memory (> 700 MiB)", "not attempted"]
-    # the peak can pass the cap by pages mapped before the limit and touched later, never the watchdog's margin
-    assert 300 < rows[0]["peak_mib"] <= watchdog_mib(700) and rows[0]["seconds"] is None
+    # the child's own peak (None when the watchdog killed it first); no upper bound: pages mapped before the limit
+    # and touched later pass it unseen, and on a loaded machine the watchdog samples them late (2,408 MiB once)
+    assert (rows[0]["peak_mib"] is None or rows[0]["peak_mib"] > 300) and rows[0]["seconds"] is None
 
 
 def test_the_watchdog_kills_a_child_over_the_cap():
