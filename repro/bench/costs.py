@@ -40,9 +40,12 @@ def costs_main(profile: str = "tiny", figures_dir: str = "figures/costs", quick:
                                  bench_steps=bench_steps, progress=progress)
     t1 = time.perf_counter()
     sd, cd = p.selfdistill, p.cdt
-    rp = cost_proxies.measure_proxies("rp", sd.cost_proxy, sd.proxy_steps, bf16=sd.bf16, device=p.run.device,
+    # --quick times the smoke proxy set once (the smoke profile's notebooks time none: its proxies are tested alone)
+    (rp_proxy, rp_steps), (cd_proxy, cd_steps) = (((("smoke", 1),) * 2) if quick else
+                                                  ((sd.cost_proxy, sd.proxy_steps), (cd.cost_proxy, cd.proxy_steps)))
+    rp = cost_proxies.measure_proxies("rp", rp_proxy, rp_steps, bf16=sd.bf16, device=p.run.device,
                                       progress=progress)
-    cdp = cost_proxies.measure_proxies("cd", cd.cost_proxy, cd.proxy_steps, bf16=sd.bf16, lr=p.extend.lr,
+    cdp = cost_proxies.measure_proxies("cd", cd_proxy, cd_steps, bf16=sd.bf16, lr=p.extend.lr,
                                        beta=cd.beta, threshold=cd.threshold, device=p.run.device, progress=progress)
     rec = Recorder(figures_dir, profile)
     rows = timed_arms_rows(res)
