@@ -1,10 +1,8 @@
 """``python -m repro analyze``: the analyses' JSON with shapes that follow the arguments."""
 
 import json
-import shutil
 
 import numpy as np
-import pytest
 
 from repro.__main__ import main
 from repro.cli.common import load_cli_model
@@ -55,16 +53,6 @@ def test_unknown_analysis_and_missing_model(tiny_model_dir, tmp_path, capsys):
 
 
 # -- --rope-scaling and the positions warning
-
-@pytest.fixture(scope="module")
-def short_model(tiny_model_dir, tmp_path_factory):
-    """The session's tiny model with a 256-position window (its config's max_position_embeddings)."""
-    path = tmp_path_factory.mktemp("short") / "model"
-    shutil.copytree(tiny_model_dir, path)
-    cfg = json.loads((path / "config.json").read_text())
-    (path / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": 256}))
-    return path
-
 
 def _watch(monkeypatch, target: str, loader) -> list:
     """The models loaded through ``target`` (a module's loader, watched), in order."""

@@ -77,16 +77,6 @@ def test_a_run_stopped_before_its_end_leaves_no_summary(tiny_model_dir, tmp_path
 
 # -- --rope-scaling, the positions warning and --chat-template
 
-@pytest.fixture(scope="module")
-def short_model(tiny_model_dir, tmp_path_factory):
-    """The session's tiny model with a 256-position window (its config's max_position_embeddings)."""
-    path = tmp_path_factory.mktemp("short") / "model"
-    shutil.copytree(tiny_model_dir, path)
-    cfg = json.loads((path / "config.json").read_text())
-    (path / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": 256}))
-    return path
-
-
 @pytest.fixture
 def loaded(monkeypatch):
     """The models ``evaluate`` loads, in order (the command's own loader, watched)."""
