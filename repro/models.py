@@ -105,11 +105,9 @@ def scaled_rope(config, kind: str, factor: float) -> dict:
     theta = own.get("rope_theta", getattr(config, "rope_theta", None))
     if theta is None:
         raise ValueError(f"{type(config).__name__} has no rope_theta; allowed: a RoPE model")
-    params = {"rope_type": kind, "rope_theta": float(theta), "factor": float(factor)}
+    params = rope_parameters(kind, theta, factor, config.max_position_embeddings if kind == "yarn" else None)
     if "partial_rotary_factor" in own:  # the share of each head that rotates is the model's, as its base
         params["partial_rotary_factor"] = own["partial_rotary_factor"]
-    if kind == "yarn":
-        params["original_max_position_embeddings"] = int(config.max_position_embeddings)
     return params
 
 
