@@ -9,10 +9,9 @@ import sys
 import pytest
 
 from repro.determinism import compare_runs
-from repro.figures_index import render_pages
 from repro.io import read_json, read_jsonl
 from repro.manifest import environment
-from repro.pipeline import INJECTED_CELL_ID, REPO, reproduce
+from repro.pipeline import REPO
 from repro.profiles import get_profile
 
 ENV_FIELDS = {"threads", "torch", "cpu_capability", "cpu_model", "transformers", "numpy", "python"}
@@ -91,25 +90,6 @@ def test_two_from_scratch_runs_of_a_training_stage_are_byte_identical(tmp_path):
     assert summary["world_size"] == 1
     (corpus,) = (a / "smoke").glob("corpus-*")
     assert set(read_json(corpus / "manifest.json")["environment"]) == ENV_FIELDS
-
-
-@pytest.mark.slow
-@pytest.mark.notebooks
-def test_two_runs_of_the_positions_notebook_give_the_same_figures_and_tables(tmp_path):
-    roots = [tmp_path / "a", tmp_path / "b"]
-    for root in roots:
-        reproduce("smoke", only="positions", run_dir=root / "runs", figures_dir=root / "figures", log=lambda *_: None)
-    assert compare_runs(*roots) == []
-    a, b = (r / "figures" for r in roots)
-    figures = sorted(p.name for p in a.iterdir() if p.suffix in (".png", ".pdf", ".csv", ".md"))
-    assert "LR-Fig2.png" in figures and "LR-Fig2.csv" in figures
-    pages = set(render_pages(read_json(a / "index.json")))  # INDEX.md and the figures pages name their run
-    assert all((a / f).read_bytes() == (b / f).read_bytes() for f in figures if f not in pages)
-    nb = roots[0] / "runs" / "smoke" / "notebooks"
-    stamp = read_json(nb / "positions.done.json")
-    assert set(stamp["environment"]) == ENV_FIELDS
-    cells = json.loads((nb / "positions.ipynb").read_text())["cells"]
-    assert [c["id"] for c in cells if "injected-parameters" in c["metadata"].get("tags", [])] == [INJECTED_CELL_ID]
 
 
 def test_evaluation_records_carry_the_environment_and_return_without_it(tmp_path):

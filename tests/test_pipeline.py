@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -9,9 +10,13 @@ import time
 import nbformat
 import pytest
 
+from repro.__main__ import main
 from repro.io import read_json
+from repro.manifest import environment
 from repro.arms import extension_arms
-from repro.pipeline import NOTEBOOKS, REPO, publish_notebook, reproduce, strip_machine_paths
+from repro.determinism import compare_file, run_files
+from repro.figures_index import render_pages
+from repro.pipeline import INJECTED_CELL_ID, NOTEBOOKS, REPO, publish_notebook, reproduce, strip_machine_paths
 from repro.notebook import PROFILE_ENV, RUN_DIR_ENV, SCRATCH, figures_folder
 from repro.targets import get_target
 
@@ -31,12 +36,12 @@ PL_TARGETS = ("PL-Tab3", "PL-Fig1", "PL-Fig3", "PL-Tab7", "PL-Tab15", "PL-Tab18"
 
 @pytest.fixture(scope="module")
 def selfdistill_run(tmp_path_factory):
-    """``--paper selfdistill`` from an empty run folder: the stage folders it wrote (before anything else ran in that
-    folder), the ids it indexed and its status. The full smoke run below reuses the folder, so the stages both need
-    are trained once."""
+    """``--paper selfdistill --only training`` from an empty run folder: the stage folders it wrote (before anything
+    else ran in that folder), the ids it indexed and its status. The full smoke run below reuses the folder, so the
+    stages both need are trained once (which notebooks a paper runs: test_paper_selects_its_notebooks)."""
     root = tmp_path_factory.mktemp("smoke")
     status = reproduce("smoke", run_dir=root / "runs", figures_dir=root / "figures-selfdistill", log=lambda *_: None,
-                       paper="selfdistill")
+                       paper="selfdistill", only="training")
     stage_dirs = {p.name.rsplit("-", 1)[0] for p in (root / "runs" / "smoke").iterdir()}
     return root, status, stage_dirs, _index_ids(root / "figures-selfdistill")
 
@@ -102,16 +107,42 @@ def test_only_runs_one_notebook_and_force_recomputes(smoke_run):
     assert before and all(p.stat().st_mtime_ns != t for p, t in before.items())  # its cached stages ran again
 
 
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_the_positions_notebook_run_again_writes_the_same_files_figures_and_tables(smoke_run):
+    """Same seed, same bytes (:mod:`repro.determinism`): the positions notebook run again, in a kernel of its own,
+    on a copy of the smoke run's folder without its stamp (the notebook caches nothing else): every file of the copy
+    equals the smoke run's up to its volatile fields, and its figures and tables equal the smoke run's byte for
+    byte (a training stage from scratch in two processes: tests/test_determinism.py)."""
+    root, _, _ = smoke_run
+    again = root / "again"
+    shutil.copytree(root / "runs", again / "runs")
+    (again / "runs" / "smoke" / "notebooks" / "positions.done.json").unlink()
+    status = reproduce("smoke", only="positions", run_dir=again / "runs", figures_dir=again / "figures",
+                       log=lambda *_: None)
+    assert status["positions"]["status"] == "ran"
+    rels = run_files(root / "runs")
+    assert rels == run_files(again / "runs")
+    assert [d for rel in rels for d in compare_file(rel, root / "runs" / rel, again / "runs" / rel, root, again)] == []
+    figures = sorted(p.name for p in (again / "figures").iterdir() if p.suffix in (".png", ".pdf", ".csv", ".md"))
+    assert "LR-Fig2.png" in figures and "LR-Fig2.csv" in figures
+    pages = set(render_pages(read_json(again / "figures" / "index.json")))  # INDEX.md and the pages name their run
+    assert [f for f in figures if f not in pages
+            and (root / "figures" / f).read_bytes() != (again / "figures" / f).read_bytes()] == []
+    nb = again / "runs" / "smoke" / "notebooks"
+    assert set(read_json(nb / "positions.done.json")["environment"]) == set(environment())
+    cells = json.loads((nb / "positions.ipynb").read_text())["cells"]
+    assert [c["id"] for c in cells if "injected-parameters" in c["metadata"].get("tags", [])] == [INJECTED_CELL_ID]
+
+
 def test_only_unknown_notebook_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="--only 'nope' is not a notebook; allowed: "):
         reproduce("smoke", only="nope", run_dir=tmp_path, figures_dir=tmp_path)
 
 
-def test_cli_unknown_profile_exits_2_with_message(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "repro", "reproduce", "--profile", "huge", "--run-dir", str(tmp_path)],
-                       capture_output=True, text=True, cwd=REPO)
-    assert r.returncode == 2
-    assert "unknown profile 'huge'; allowed: smoke, tiny, paper" in r.stderr
+def test_cli_unknown_profile_exits_2_with_message(tmp_path, capsys):
+    assert main(["reproduce", "--profile", "huge", "--run-dir", str(tmp_path)]) == 2
+    assert "unknown profile 'huge'; allowed: smoke, tiny, paper" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 
@@ -159,11 +190,9 @@ def test_paper_selects_its_notebooks():
         _order(specs, "token_analysis", "cdt")
 
 
-def test_cli_unknown_paper_exits_2_with_message(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "repro", "reproduce", "--profile", "smoke", "--paper", "longlora",
-                        "--run-dir", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
-    assert r.returncode == 2
-    assert "paper='longlora'; allowed: all, longrecipe, selfdistill, cdt, prolong" in r.stderr
+def test_cli_unknown_paper_exits_2_with_message(tmp_path, capsys):
+    assert main(["reproduce", "--profile", "smoke", "--paper", "longlora", "--run-dir", str(tmp_path)]) == 2
+    assert "paper='longlora'; allowed: all, longrecipe, selfdistill, cdt, prolong" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 
@@ -174,15 +203,14 @@ def _index_ids(figures) -> set[str]:
 @pytest.mark.notebooks
 def test_paper_selfdistill_trains_only_the_shared_testbed(selfdistill_run):
     _, status, stage_dirs, ids = selfdistill_run
-    assert list(status) == ["training", "evaluation", "attention_distance"]
+    assert list(status) == ["training"]
     # no LongRecipe arm, replay or analysis (data-flt: the FLT batches prepared before its training); FLT's
     # training-seed replicate (smoke: extend.replicate_arms = flt, 2 seeds); every self-distillation arm
     rp = [a for a in extension_arms("smoke", "selfdistill") if a.startswith("rp_")]
     assert "rp_skip@seed1" in rp and "rp_nope" in rp
-    assert stage_dirs == {"corpus", "base", "data-flt", "extend-flt", "data-flt@seed1", "extend-flt@seed1", "eval",
+    assert stage_dirs == {"corpus", "base", "data-flt", "extend-flt", "data-flt@seed1", "extend-flt@seed1",
                           "notebooks", "bench", *(f"{k}-{a}" for a in rp for k in ("data", "extend"))}  # bench: RP-Cost
-    assert {"TB-BaseLoss", "TB-ExtLoss", "TB-NIAH", "RP-Tab1/2", "RP-Fig1a", "RP-Tab14", "RP-Tab15", "RP-Fig2"} <= ids
-    assert all(i.startswith(("RP-", "TB-")) for i in ids), ids
+    assert ids == {"TB-BaseLoss", "TB-ExtLoss", "RP-Cost"}  # the training notebook's targets of the paper
 
 
 def test_a_run_into_the_committed_figures_rewrites_the_stale_paper_pages(tmp_path, monkeypatch):

@@ -41,7 +41,8 @@ SMOKE = Profile(
                                   cost_proxy="none"),  # the smoke proxies: tests/bench/test_cost_proxies.py
     cdt=CDTConfig(replicate_arms=(), curve_every=2, task="multihop_2", task_steps=4, task_curve_every=2,
                   analysis_samples=4, top_k=8, lr_sweep=(1e-2, 1.0), map_chunks=8, map_samples=1,
-                  mem_lengths=(128, 256), mem_cap_gib=4.0, cost_steps=1, longppl_docs=2,
+                  # CD-Mem at one length (two child processes): the sweep over doubling lengths is tested on its own
+                  mem_lengths=(128,), mem_cap_gib=4.0, cost_steps=1, longppl_docs=2,
                   cost_proxy="none"),  # as selfdistill's: the proxies' timing and tables are tested on their own
     prolong=ProLongConfig(eval_samples=1, heldout_docs=2, throughput_steps=1, throughput_workers=(2,)),
 )
