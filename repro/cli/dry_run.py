@@ -15,8 +15,9 @@
    ProLong sources, the most frequent tokens as LongRecipe's anchors, single process instead of DeepSpeed).
 5. ``engine``: when the profile names a DeepSpeed config, one optimizer step of ``pose`` through it, in a process
    of its own (``python -m repro train --deepspeed CONFIG``, :func:`engine_step`): the engine starts with the
-   config's ZeRO stage, precision and optimizer offload, on the same tiny model. On CPU the first run builds
-   DeepSpeed's CPU Adam extension (about a minute, cached afterwards).
+   config's ZeRO stage, precision and optimizer offload, on the same tiny model. Without a GPU the offloaded
+   optimizer is torch's AdamW (the config's copy sets ``zero_force_ds_cpu_optimizer: false``; said in the line's
+   note) rather than DeepSpeed's CPU Adam, whose C++ extension would be built first (minutes of a 2-core CPU).
 
 Prints one line per check (``ok`` / ``missing`` / ``error``) and returns 0 only when every check is ``ok``.
 """
@@ -47,7 +48,7 @@ from repro.data.corpus import iter_code, iter_prose
 from repro.data.long_sources import source_documents, split_by_length
 from repro.data.streams import TokenStream
 from repro.data.tokenizer import train_tokenizer
-from repro.io import read_jsonl
+from repro.io import atomic_write_json, read_json, read_jsonl
 from repro.methods.arms import parse_arm
 from repro.models import build_tiny, load_model
 from repro.paths import REPO
@@ -61,6 +62,9 @@ STEP_BASE_WINDOW = 64
 """Base window of the one-step checks."""
 STEP_BATCH = 2
 """Rows per step of the one-step checks (divisible by ProLong's long-training factor)."""
+CPU_ADAM_STAND_IN = ("; no GPU: torch's AdamW in place of DeepSpeed's CPU Adam for the offloaded optimizer, whose C++ "
+                     "build takes minutes of a small CPU; on GPUs the config runs as written")
+"""The engine step's note when it runs an optimizer-offloading config on a machine without CUDA."""
 
 
 class Report:
@@ -224,10 +228,14 @@ def engine_step(p, report: Report, workdir: Path, timeout: float = 900) -> None:
         report.add("engine", f"deepspeed {ds}", "error", "no tiny model (the step checks failed) or no config file")
         return
     t0, out = time.perf_counter(), workdir / "engine"
+    config, stand_in = _local(ds), ""
+    if not torch.cuda.is_available() and _offloads_optimizer(config):
+        config, stand_in = workdir / "engine-config.json", CPU_ADAM_STAND_IN
+        atomic_write_json(config, {**read_json(_local(ds)), "zero_force_ds_cpu_optimizer": False})
     cmd = [sys.executable, "-m", "repro", "train", "--model", str(workdir / "tiny"), "--method", "pose",
            "--target", str(STEP_TARGET), "--base-window", str(STEP_BASE_WINDOW), "--data", "corpus:code",
            "--data-bytes", "300000", "--steps", "1", "--batch-size", str(STEP_BATCH), "--profile", "smoke",
-           "--out", str(out), "--no-progress", "--deepspeed", str(_local(ds))]
+           "--out", str(out), "--no-progress", "--deepspeed", str(config)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
@@ -241,7 +249,13 @@ def engine_step(p, report: Report, workdir: Path, timeout: float = 900) -> None:
     loss = read_jsonl(out / "metrics.jsonl")[-1]["loss"]
     status = "ok" if math.isfinite(loss) else "error"
     report.add("engine", f"deepspeed {ds}", status, f"one step of pose: loss {loss:.3f}, "
-               f"{time.perf_counter() - t0:.1f} s (one process)")
+               f"{time.perf_counter() - t0:.1f} s (one process{stand_in})")
+
+
+def _offloads_optimizer(config: Path) -> bool:
+    """Whether a DeepSpeed config moves the optimizer to the CPU (``zero_optimization.offload_optimizer``)."""
+    zero = read_json(config).get("zero_optimization", {})
+    return zero.get("offload_optimizer", {}).get("device", "none") != "none"
 
 
 def _spec_docs(spec, corpus, tok, threshold):

@@ -3,6 +3,7 @@ are reported, one step of each method runs (and one through the paper's DeepSpee
 says something is missing."""
 
 import pytest
+import torch
 
 from repro.__main__ import main
 
@@ -23,6 +24,8 @@ def test_paper_dry_run_reports_missing_sources_and_steps_every_method(capsys):
     # one step through the paper's own DeepSpeed config (ZeRO-3, bf16, CPU optimizer offload) in a child process
     engine = [ln for ln in lines if ln[:2] == ["engine", "deepspeed"]]
     assert len(engine) == 1 and engine[0][2] == "configs/deepspeed_zero3.json" and engine[0][3] == "ok", out
+    no_gpu = "no GPU: torch's AdamW in place of DeepSpeed's CPU Adam" in " ".join(engine[0])
+    assert no_gpu != torch.cuda.is_available()  # the stand-in only where the CPU Adam op would be built for nothing
     assert float(engine[0][engine[0].index("loss") + 1].rstrip(",")) > 0
 
 
