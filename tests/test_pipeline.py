@@ -1,5 +1,6 @@
 """End to end: every notebook runs in the smoke profile; caching, --only and bad input."""
 
+import csv
 import json
 import os
 import shutil
@@ -78,6 +79,10 @@ def test_smoke_reproduce_writes_every_figure_and_the_index(smoke_run):
 
     # every verdict carries the claim tests it was decided from, and says what they say (a dev checkout may be dirty)
     assert [q for q in check_index(index) if DIRTY not in q] == []
+    with open(root / "figures" / "CD-Mem.csv") as f:  # one child process per row (repro.analysis.ig_memory.sweep)
+        mem = list(csv.DictReader(f))
+    assert [(r["method"], r["length"], r["status"]) for r in mem] == [("ours", "128", "ok"), ("naive", "128", "ok")]
+    assert all(float(r["peak_mib"]) > 0 and float(r["seconds"]) > 0 and r["delta_mib"] for r in mem)
     tidy = root / "runs" / "smoke" / "eval" / "results-tidy.csv"
     assert tidy.exists() and "n/a (min length" in tidy.read_text()  # smoke lengths are too short for some tasks
     # executed notebooks are kept in the run directory, with outputs

@@ -8,13 +8,13 @@ TINY = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=1, n
             answer_tokens=4)
 
 
-def test_sweep_rows_are_well_formed():
-    rows = sweep(IGMemoryConfig(**TINY), start=64, max_length=64)  # one child per row: ~5 s each (imports)
-    assert [(r["method"], r["length"]) for r in rows] == [("ours", 64), ("naive", 64)]
-    for r in rows:
-        assert r["status"] == "ok", r
-        assert r["peak_mib"] > 0 and r["delta_mib"] is not None and r["seconds"] > 0
-    assert "| ours | 64 |" in markdown(rows)
+def test_markdown_rows():
+    rows = [{"method": "ours", "length": 64, "peak_mib": 522.6, "delta_mib": 139.5, "seconds": 0.005, "status": "ok"},
+            {"method": "naive", "length": 64, "peak_mib": None, "delta_mib": None, "seconds": None,
+             "status": "not attempted"}]
+    # a sweep's rows from real children: the smoke run's CD-Mem (tests/test_pipeline.py)
+    assert markdown(rows).splitlines()[2:] == ["| ours | 64 | 522.6 | 139.5 | 0.005 | ok |",
+                                               "| naive | 64 |  |  |  | not attempted |"]
 
 
 def test_the_child_stops_at_the_cap_and_the_method_is_not_run_further():
