@@ -67,7 +67,7 @@ def test_fewshot_fits_or_says_how_long(tokenizer):
         task.generate(tokenizer, 256, 0.5, 0)
     for pool in ("eval", "train"):
         task = get_task("vt", fewshot=True, key_pool=pool)
-        for seed in range(8):
+        for seed in range(3):  # seeds draw other names: the shortest fitting length moves
             minimum = None
             for length in range(320, 400):
                 try:
