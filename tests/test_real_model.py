@@ -197,7 +197,8 @@ def test_sequence_parallel_3_on_3_processes_equals_one_process_in_float32(smol, 
     one, three = tmp_path / "one", tmp_path / "three"
     argv = ["train", "--model", str(smol), "--method", "flt", "--target", "64", "--data", f"folder:{text_folder}",
             "--steps", "1", "--batch-size", "1", "--lr", str(lr), "--dtype", "float32", "--no-progress"]
-    # one process in this one (two threads): the split runs sum in another order anyway, so no bit-for-bit match
+    # one process in this one (two threads, not one: the split runs sum in another order anyway; the checks below
+    # allow float32 rounding)
     assert main([*argv, "--out", str(one)]) == 0, capsys.readouterr().err[-2000:]
     with open(tmp_path / "log.txt", "w") as log:
         codes = [p.wait(timeout=600) for p in _start([*argv, "--out", str(three), "--sequence-parallel", "3"], 3, log)]
@@ -250,4 +251,6 @@ def test_analyze_ig_by_name_puts_more_ig_per_token_on_supporting_facts(smol, tmp
     ratio = per_token["supporting"] / per_token["irrelevant"]
     print(f"IG per token: supporting {per_token['supporting']:.3g}, irrelevant {per_token['irrelevant']:.3g}, "
           f"ratio {ratio:.1f}")
-    assert ratio > 3  # measured 8.6 on this prompt (9-11 on others): the model reads the facts it answers from
+    # measured 8.6 on this prompt (issue 45 reports 9-11x over more prompts): the answer's loss depends on the facts
+    # that lead to it far more than on filler
+    assert ratio > 3
