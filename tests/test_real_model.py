@@ -227,13 +227,13 @@ def test_sequence_parallel_3_on_3_processes_equals_one_process_in_float32(smol, 
     assert run["world_size"] == 3 and run["train_config"]["sequence_parallel"] == 3
 
 
-# -- analyze by name at 512 tokens: IG per token type on a labelled multi-hop prompt (CD-Fig3's analog)
-def test_analyze_ig_by_name_puts_more_ig_per_token_on_supporting_facts(smol, tmp_path, monkeypatch, capsys):
-    """``analyze ig`` at 512 tokens on one prompt, the model by name. Only its IG/FR scores run here: the greedy
-    answer, LongPPL's detector, the manual denoising and the denoising sweep (CD-Fig4/8; all checked on the tiny
-    model in tests/cli/test_analyze.py) are stubbed: the whole command took 209 s on 2 shared cores, the part kept
-    here 16 s."""
-    monkeypatch.setattr("repro.analysis.cdt_record.answers_correct", lambda model, tok, samples, *a: [None])
+# -- analyze by name at 512 tokens: IG per token type on a labelled multi-hop prompt (CD-Fig3's analog) and the
+# attention distances of RP-Fig2
+def test_analyze_by_name_at_512_tokens_ig_and_attention_distance(smol, text_folder, tmp_path, monkeypatch, capsys):
+    """``analyze ig`` on one prompt and ``analyze attention-distance`` on one text, at 512 tokens, the model by name.
+    Of ``ig``, LongPPL's detector, the manual denoising and the denoising sweep (CD-Fig4/8; all checked on the tiny
+    model in tests/cli/test_analyze.py) are stubbed: measured on 2 cores, 4 s, 4 s and 21 s (--profile smoke's two
+    step sizes; the default profile sweeps six) against 2 s for the IG scores and 1 s for the answer."""
     monkeypatch.setattr("repro.analysis.cdt_record.lsd", lambda model, samples, p: [None] * len(samples))
     monkeypatch.setattr("repro.analysis.cdt_record.manual_denoising", lambda model, s, step: {})
     monkeypatch.setattr("repro.analysis.cdt_record.denoising_sweep", lambda *args, **kwargs: [])
@@ -243,6 +243,7 @@ def test_analyze_ig_by_name_puts_more_ig_per_token_on_supporting_facts(smol, tmp
                  "--no-progress"]) == 0, capsys.readouterr().err[-2000:]
     rec = json.loads((out / "ig.json").read_text())
     assert (rec["checkpoint"], rec["length"], rec["samples"], rec["rope_scaling"]) == (str(smol), 512, 1, "none")
+    assert [type(c) for c in rec["correct"]] == [bool]
     (score,), (types,), (n,) = rec["scores"], rec["types"], rec["sample_tokens"]
     ig, types = np.array(score["ig_token"]), np.array(types)
     assert len(ig) == len(types) == n and 490 <= n <= 512 and np.isfinite(ig).all() and (ig >= 0).all()
@@ -254,3 +255,16 @@ def test_analyze_ig_by_name_puts_more_ig_per_token_on_supporting_facts(smol, tmp
     # measured 8.6 on this prompt (issue 45 reports 9-11x over more prompts): the answer's loss depends on the facts
     # that lead to it far more than on filler
     assert ratio > 3
+
+    out = tmp_path / "distance"
+    assert main(["analyze", "attention-distance", "--model", NAME, "--data", f"folder:{text_folder}", "--length",
+                 "512", "--samples", "1", "--out", str(out), "--no-progress"]) == 0, capsys.readouterr().err[-2000:]
+    rec = json.loads((out / "attention_distance.json").read_text())
+    assert (rec["length"], rec["queries"], len(rec["edges"]), len(rec["layers"])) == (512, 32, 33, 30)
+    assert all(sum(lay["counts"]) == lay["entries"] > 0 for lay in rec["layers"])
+    deep = rec["layers"][rec["verdict_layer"]]
+    print(f"layer {deep['layer']}: weighted mean distance {deep['weighted_mean_distance']:.0f} of 512, mass beyond "
+          f"256 {deep['far_mass_share']:.2f}")
+    # the last 32 queries of a 512-token text: at layer 22 of 30 the attention mass sits 230 tokens back on average,
+    # 42% of it beyond 256 (measured: 41% in the last two distance bins, the text's first tokens; 32% within 16)
+    assert deep["weighted_mean_distance"] > 128 and deep["far_mass_share"] > 0.2
