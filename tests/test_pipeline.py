@@ -7,11 +7,13 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import nbformat
 import pytest
 
 from repro.__main__ import main
+from repro.bench import kill
 from repro.io import read_json
 from repro.manifest import environment
 from repro.arms import extension_arms
@@ -114,18 +116,22 @@ def test_only_runs_one_notebook_and_force_recomputes(smoke_run):
 
 @pytest.mark.slow
 @pytest.mark.notebooks
-def test_the_positions_notebook_run_again_writes_the_same_files_figures_and_tables(smoke_run):
-    """Same seed, same bytes (:mod:`repro.determinism`): the positions notebook run again, in a kernel of its own,
-    on a copy of the smoke run's folder without its stamp (the notebook caches nothing else): every file of the copy
-    equals the smoke run's up to its volatile fields, and its figures and tables equal the smoke run's byte for
-    byte (a training stage from scratch in two processes: tests/test_determinism.py)."""
+def test_a_killed_positions_run_leaves_nothing_finished_and_reruns_to_the_same_bytes(smoke_run):
+    """``python -m repro reproduce --only positions`` on a copy of the smoke run's folder without the notebook's stamp
+    (the notebook caches nothing else), SIGKILLed at its first figure or index write (:mod:`repro.bench.kill`, a
+    known point late in the run): no executed notebook or stamp reads as finished and every JSON parses; the same
+    command then completes. Same seed, same bytes (:mod:`repro.determinism`): every file of the copy equals the smoke
+    run's up to its volatile fields, and the figures and tables equal the smoke run's byte for byte (a training stage
+    from scratch in two processes: tests/test_determinism.py)."""
     root, _, _ = smoke_run
     again = root / "again"
     shutil.copytree(root / "runs", again / "runs")
     (again / "runs" / "smoke" / "notebooks" / "positions.done.json").unlink()
-    status = reproduce("smoke", only="positions", run_dir=again / "runs", figures_dir=again / "figures",
-                       log=lambda *_: None)
-    assert status["positions"]["status"] == "ran"
+    aim = (".LR-", ".index.", ".INDEX.")  # the figure files' and the index's hidden temporaries
+    kind = replace(kill.kinds({})["notebook"], aim=aim,
+                   folders=lambda d: [d / "runs" / "smoke" / "notebooks", d / "figures"])  # not the whole copy
+    trial = kill.run_trial(kind, again, root / "no-reference", 0, True, 0.0)
+    assert trial.killed and trial.ok and not trial.partial_read and trial.resumes == 1, trial
     rels = run_files(root / "runs")
     assert rels == run_files(again / "runs")
     assert [d for rel in rels for d in compare_file(rel, root / "runs" / rel, again / "runs" / rel, root, again)] == []

@@ -175,19 +175,6 @@ def test_longrecipe_needs_anchors(tiny_model_dir, text_folder, tmp_path, capsys)
     assert main(_args(tiny_model_dir, text_folder, tmp_path / "lr", "longrecipe", 1, "--anchors", str(anchors))) == 0
 
 
-def test_python_m_repro_train_subprocess(tiny_model_dir, text_folder, tmp_path):
-    out = tmp_path / "sub"
-    proc = subprocess.run([sys.executable, "-m", "repro", *_args(tiny_model_dir, text_folder, out, "pose", 2)],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "trained pose (pose) for 2 steps" in proc.stdout
-    assert len(read_jsonl(out / "metrics.jsonl")) == 2 and (out / "final" / "config.json").exists()
-    bad = subprocess.run([sys.executable, "-m", "repro", "train", "--model", str(tiny_model_dir), "--method", "nope",
-                          "--target", "128", "--data", f"folder:{text_folder}"], cwd=REPO, capture_output=True,
-                         text=True, timeout=300)
-    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: unknown method 'nope'")
-
-
 def test_lora_trains_adapters_and_saves_the_merged_model(tiny_model_dir, text_folder, tmp_path):
     """``--lora 4``: the final folder holds the merged model and the adapters; the merge changed the attention
     projections (the adapters' targets) and left every other weight bitwise as the base had it."""
