@@ -106,12 +106,12 @@ def test_second_run_is_cached_and_fast(smoke_run):
 @pytest.mark.notebooks
 def test_only_runs_one_notebook_and_force_recomputes(smoke_run):
     root, _, _ = smoke_run
-    distances = sorted((root / "runs" / "smoke" / "eval").glob("attn-*.json"))  # the notebook's cached records
-    before = {p: p.stat().st_mtime_ns for p in distances}
-    status = reproduce("smoke", only="attention_distance", force=True, run_dir=root / "runs",
+    analysis = sorted((root / "runs" / "smoke").glob("analysis-*/summary.json"))  # the notebook's cached stage
+    before = {p: p.stat().st_mtime_ns for p in analysis}
+    status = reproduce("smoke", only="token_analysis", force=True, run_dir=root / "runs",
                        figures_dir=root / "figures", log=lambda *_: None)
-    assert status == {"attention_distance": {"status": "ran", "seconds": status["attention_distance"]["seconds"]}}
-    assert before and all(p.stat().st_mtime_ns != t for p, t in before.items())  # its cached stages ran again
+    assert status == {"token_analysis": {"status": "ran", "seconds": status["token_analysis"]["seconds"]}}
+    assert before and all(p.stat().st_mtime_ns != t for p, t in before.items())  # its cached stage ran again
 
 
 @pytest.mark.slow
