@@ -6,8 +6,6 @@ precision), trained on 3 sequence-parallel processes against one, evaluated and 
 import functools
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -22,10 +20,9 @@ from repro.cli.data import documents
 from repro.data.packing import lm_segment, pack_rows
 from repro.data.special_tokens import document_separator
 from repro.data.tokenizer import load_tokenizer
-from repro.distributed import free_port
 from repro.io import read_jsonl
 from repro.models import load_model
-from repro.pipeline import REPO
+from tests.launch import launch
 
 NAME = "smollm2-135m-instruct"
 ALL_METHODS = tuple(METHOD_NAMES)
@@ -180,15 +177,6 @@ def test_evaluate_scales_rope_on_the_models_own_window_and_applies_its_chat_temp
 
 
 # -- sequence parallelism on the real model: 9 query / 3 key-value heads split over 3 processes, against one process
-def _start(argv: list[str], world: int, log) -> list[subprocess.Popen]:
-    """``python -m repro *argv`` started on ``world`` gloo processes of one thread each (not waited for)."""
-    port = str(free_port())
-    return [subprocess.Popen([sys.executable, "-m", "repro", *argv], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                             env={**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(world),
-                                  "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
-                                  "OMP_NUM_THREADS": "1"}) for r in range(world)]
-
-
 def test_sequence_parallel_3_on_3_processes_equals_one_process_in_float32(smol, text_folder, tmp_path, capsys):
     """flt, one step of one 64-token row (padded to 66 to split in 3; 256 tokens cost ~2 s more, the same checks
     held), float32: the 3-process run's step-0 loss and gradient norm are one process's to float32 rounding, its
@@ -201,7 +189,7 @@ def test_sequence_parallel_3_on_3_processes_equals_one_process_in_float32(smol, 
     # allow float32 rounding)
     assert main([*argv, "--out", str(one)]) == 0, capsys.readouterr().err[-2000:]
     with open(tmp_path / "log.txt", "w") as log:
-        codes = [p.wait(timeout=600) for p in _start([*argv, "--out", str(three), "--sequence-parallel", "3"], 3, log)]
+        codes = launch([*argv, "--out", str(three), "--sequence-parallel", "3"], 3, log)
     assert codes == [0, 0, 0], (tmp_path / "log.txt").read_text()[-4000:]
     (a,), (b,) = read_jsonl(one / "metrics.jsonl"), read_jsonl(three / "metrics.jsonl")
     assert a["tokens"] == b["tokens"] == 64

@@ -229,9 +229,10 @@ def engine_step(p, report: Report, workdir: Path, timeout: float = 900) -> None:
         return
     t0, out = time.perf_counter(), workdir / "engine"
     config, stand_in = _local(ds), ""
-    if not torch.cuda.is_available() and _offloads_optimizer(config):
+    fields = read_json(config)
+    if not torch.cuda.is_available() and _offloads_optimizer(fields):
         config, stand_in = workdir / "engine-config.json", CPU_ADAM_STAND_IN
-        atomic_write_json(config, {**read_json(_local(ds)), "zero_force_ds_cpu_optimizer": False})
+        atomic_write_json(config, {**fields, "zero_force_ds_cpu_optimizer": False})
     cmd = [sys.executable, "-m", "repro", "train", "--model", str(workdir / "tiny"), "--method", "pose",
            "--target", str(STEP_TARGET), "--base-window", str(STEP_BASE_WINDOW), "--data", "corpus:code",
            "--data-bytes", "300000", "--steps", "1", "--batch-size", str(STEP_BATCH), "--profile", "smoke",
@@ -252,9 +253,9 @@ def engine_step(p, report: Report, workdir: Path, timeout: float = 900) -> None:
                f"{time.perf_counter() - t0:.1f} s (one process{stand_in})")
 
 
-def _offloads_optimizer(config: Path) -> bool:
+def _offloads_optimizer(config: dict) -> bool:
     """Whether a DeepSpeed config moves the optimizer to the CPU (``zero_optimization.offload_optimizer``)."""
-    zero = read_json(config).get("zero_optimization", {})
+    zero = config.get("zero_optimization", {})
     return zero.get("offload_optimizer", {}).get("device", "none") != "none"
 
 

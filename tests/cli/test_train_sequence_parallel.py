@@ -8,18 +8,15 @@ The DDP runs of the eight methods share one launch of the two processes (``tests
 run's time; the ZeRO-3 and LoRA cases launch ``python -m repro train`` itself."""
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
 from repro.__main__ import main
-from repro.distributed import free_port
 from repro.io import read_jsonl
 from repro.pipeline import REPO
+from tests.launch import launch
 
 METHODS = ("flt", "pose", "rpes", "longrecipe", "selfdistill", "longce", "cdt", "prolong")
 ODD = {"pose@130": "pose", "longrecipe@130": "longrecipe"}
@@ -37,16 +34,6 @@ def _args(model, data, out, method, anchors, *extra, target: str = "128"):
     return ["train", "--model", str(model), "--method", method, "--target", target, "--data", f"folder:{data}",
             "--steps", "2", "--batch-size", "2", "--lr", "3e-3", "--out", str(out), "--profile", "smoke",
             "--no-progress", *(["--anchors", str(anchors)] if method == "longrecipe" else []), *extra]
-
-
-def _launch(argv, world: int, log, module: str = "repro") -> list[int]:
-    """``python -m module *argv`` on ``world`` gloo processes; their exit codes."""
-    port = str(free_port())
-    procs = [subprocess.Popen([sys.executable, "-m", module, *argv], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                              env={**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(world),
-                                   "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
-                                   "OMP_NUM_THREADS": "1"}) for r in range(world)]
-    return [p.wait(timeout=600) for p in procs]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +59,7 @@ def ddp_runs(tiny_model_dir, text_folder, tmp_path_factory, anchors):
         _args(tiny_model_dir, text_folder, out, CASES[c], anchors, "--sequence-parallel", "2", target=_target(c))
         for c, out in runs.items()]}))
     with open(root / "log.txt", "w") as log:
-        codes = _launch([str(spec)], 2, log, module="tests.cli.train_many")
+        codes = launch([str(spec)], 2, log, module="tests.cli.train_many")
     log_text = (root / "log.txt").read_text()
     assert codes == [0, 0], log_text[-4000:]
     assert [json.loads((root / f"rank{r}.json").read_text()) for r in (0, 1)] == [[0] * len(CASES)] * 2
@@ -93,7 +80,7 @@ def test_train_sequence_parallel_2_matches_one_process(tiny_model_dir, text_fold
     else:
         extra = ["--sequence-parallel", "2", *ENGINES[engine]]
         with open(tmp_path / "log.txt", "w") as log:
-            codes = _launch(_args(tiny_model_dir, text_folder, two, method, anchors, *extra), 2, log)
+            codes = launch(_args(tiny_model_dir, text_folder, two, method, anchors, *extra), 2, log)
         assert codes == [0, 0], (tmp_path / "log.txt").read_text()[-4000:]
     a, b = read_jsonl(one / "metrics.jsonl"), read_jsonl(two / "metrics.jsonl")
     assert [r["step"] for r in b] == [0, 1]
@@ -151,7 +138,7 @@ def test_heads_that_do_not_split_are_refused_before_loading_by_rank_0_alone(thre
             (model / f.name).write_bytes(f.read_bytes())
     out = tmp_path / "out"
     with open(tmp_path / "log.txt", "w") as log:
-        codes = _launch(_args(model, text_folder, out, "pose", anchors, "--sequence-parallel", "2"), 2, log)
+        codes = launch(_args(model, text_folder, out, "pose", anchors, "--sequence-parallel", "2"), 2, log)
     text = (tmp_path / "log.txt").read_text()
     errors = [ln for ln in text.splitlines() if ln.startswith("error:")]
     assert codes == [2, 2], text[-3000:]
