@@ -116,9 +116,12 @@ def extension_arms(p: Profile | str, paper: str = "all") -> tuple[str, ...]:
     seeds in all). Self-distillation adds ``selfdistill.main_arms``, ``matched_arms`` and ``ablation_arms``, then
     the replicates of ``selfdistill.replicate_arms``. CDT adds its CE and LongCE (``cdt.compare_arms``, with their
     replicates; trained once when self-distillation is also run) and ``cdt.arms`` with their replicates. ProLong
-    adds ``prolong.arms`` and the replicates of ``prolong.replicate_arms``.
+    adds ``prolong.arms`` and the replicates of ``prolong.replicate_arms``. A profile that trains nothing
+    (``real.enabled``: ``smol``) has none.
     """
     p = get_profile(p) if isinstance(p, str) else p
+    if p.real.enabled:
+        return ()
     k_all = range(1, p.extend.seed_replicates)
     if not includes(paper, "longrecipe"):
         arms = ["flt"]

@@ -28,7 +28,7 @@ from repro.locks import file_stamp, stage_lock, verify_mode
 from repro.manifest import with_environment
 from repro.papers import ALL, PAPERS, check_paper
 from repro.paths import REPO
-from repro.profiles import get_profile
+from repro.profiles import Profile, get_profile
 from repro.provenance import COMMIT_ENV, RUN_ENV, code_commit, new_run_id
 from repro.reports import paper_pages
 
@@ -46,15 +46,18 @@ class NotebookSpec:
     papers: tuple[str, ...] = tuple(PAPERS)
     """Papers it produces targets for (``reproduce --paper`` runs only these notebooks). The training
     and evaluation notebooks serve every paper: they build and score the shared testbed."""
+    as_is: bool = False
+    """It has something to do for a profile that trains nothing (``real.enabled``: the pretrained base as it is,
+    the ``smol`` profile); only these notebooks run for such a profile."""
 
 
 NOTEBOOKS: tuple[NotebookSpec, ...] = (
     NotebookSpec("positions", papers=("longrecipe",)),
     NotebookSpec("training"),
     NotebookSpec("token_analysis", deps=("training",), papers=("longrecipe",)),
-    NotebookSpec("evaluation", deps=("training",)),
-    NotebookSpec("ig_scores", deps=("training",), papers=("cdt",)),
-    NotebookSpec("attention_distance", deps=("training",), papers=("selfdistill", "cdt")),
+    NotebookSpec("evaluation", deps=("training",), as_is=True),
+    NotebookSpec("ig_scores", deps=("training",), papers=("cdt",), as_is=True),
+    NotebookSpec("attention_distance", deps=("training",), papers=("selfdistill", "cdt"), as_is=True),
 )
 """Every notebook, in dependency order."""
 
@@ -78,10 +81,19 @@ def source_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def _order(specs: Sequence[NotebookSpec], only: str | None, paper: str = ALL) -> list[NotebookSpec]:
+def _order(specs: Sequence[NotebookSpec], only: str | None, paper: str = ALL,
+           profile: Profile | None = None) -> list[NotebookSpec]:
+    """The notebooks to run, in order: ``only`` (or all), those serving ``paper``; for a ``profile`` that trains
+    nothing (``real.enabled``) only the ``as_is`` ones."""
     names = {s.name for s in specs}
     if only is not None and only not in names:
         raise ValueError(f"--only {only!r} is not a notebook; allowed: {', '.join(sorted(names))}")
+    if profile is not None and profile.real.enabled:
+        as_is = [s.name for s in specs if s.as_is]
+        if only is not None and only not in as_is:
+            raise ValueError(f"--only {only!r} has nothing to do for --profile {profile.name!r} (it trains nothing); "
+                             f"allowed: {', '.join(as_is)}")
+        specs = [s for s in specs if s.as_is]
     chosen = [s for s in specs if (only is None or s.name == only) and (paper == ALL or paper in s.papers)]
     if only is not None and not chosen:
         serving = [s.name for s in specs if paper in s.papers]
@@ -130,7 +142,7 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
         keys[s.name] = config_hash({"nb": hashlib.sha256((nb_dir / f"{s.name}.ipynb").read_bytes()).hexdigest(),
                                     "params": params, "profile": p, "src": src,
                                     "deps": [keys[d] for d in s.deps if d in keys]})
-    chosen = _order(specs, only, paper)  # a bad --only fails before anything is written
+    chosen = _order(specs, only, paper, p)  # a bad --only fails before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
     provenance = {RUN_ENV: new_run_id(), COMMIT_ENV: code_commit()}  # every notebook this call runs shares them
     saved = {k: os.environ.get(k) for k in provenance}

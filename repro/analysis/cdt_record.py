@@ -53,12 +53,14 @@ def manual_step(p: Profile) -> float:
     return p.extend.lr * p.cdt.beta
 
 
-def cd_record(path: str | Path, p: Profile, progress: bool = True, rope: dict | None = None) -> dict:
+def cd_record(path: str | Path, p: Profile, progress: bool = True, rope: dict | None = None,
+              denoising: bool = True) -> dict:
     """The analysis record of the model folder ``path`` (with its tokenizer) under ``p``'s CDT settings, on
     ``p.run``'s device and dtype:
     ``correct`` per sample, ``types`` per sample, ``scores`` (per sample), ``manual`` (CD-Fig4 per sample),
     ``sweep`` (CD-Fig8 rows), ``step`` (the manual denoising's step size). ``rope``: the model's
-    ``rope_parameters`` replaced (``analyze ig --rope-scaling``)."""
+    ``rope_parameters`` replaced (``analyze ig --rope-scaling``). ``denoising=False`` leaves out CD-Fig4 and CD-Fig8
+    (``manual`` and ``sweep`` empty; ``real.denoising``)."""
     cd, step = p.cdt, manual_step(p)
     model = load_model(path, rope=rope, **p.run.load_kwargs()).eval()
     tok = load_tokenizer(path)
@@ -69,7 +71,8 @@ def cd_record(path: str | Path, p: Profile, progress: bool = True, rope: dict | 
     scores, manual = [], []
     for s, gap in tqdm(list(zip(samples, gaps)), desc="IG/FR scores", disable=not progress):
         scores.append(score_sample(model, s, cd.top_k, cd.top_heads, lsd=gap))
-        manual.append(manual_denoising(model, s, step))
-    sweep = denoising_sweep(model, samples, cd.lr_sweep, cd.task_lr, cd.threshold)
+        if denoising:
+            manual.append(manual_denoising(model, s, step))
+    sweep = denoising_sweep(model, samples, cd.lr_sweep, cd.task_lr, cd.threshold) if denoising else []
     return {"checkpoint": str(path), "correct": correct, "types": [list(s.types) for s in samples],
             "seeds": [s.seed for s in samples], "scores": scores, "manual": manual, "sweep": sweep, "step": step}

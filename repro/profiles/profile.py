@@ -9,6 +9,7 @@ from typing import Any
 from repro.profiles.cdt import CDTConfig
 from repro.profiles.longrecipe import LongRecipeConfig
 from repro.profiles.prolong import ProLongConfig
+from repro.profiles.real import RealModelConfig
 from repro.profiles.run import RunConfig
 from repro.profiles.selfdistill import SelfDistillConfig
 from repro.profiles.testbed import (BaseTrainConfig, CorpusConfig, EvalConfig, ExtendConfig, ModelConfig,
@@ -42,6 +43,8 @@ class Profile:
     """Context Denoising Training arms, its analysis model and analyses."""
     prolong: ProLongConfig = field(default_factory=ProLongConfig)
     """ProLong's data recipe, its ablations and the training-efficiency stack."""
+    real: RealModelConfig = field(default_factory=RealModelConfig)
+    """A pretrained base analysed and evaluated as it is (the ``smol`` profile); off in the others."""
     run: RunConfig = field(default_factory=RunConfig)
     """Where the stages run: device and precision (in no cache key)."""
 

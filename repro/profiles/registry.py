@@ -1,5 +1,5 @@
-"""The profiles, registered in one place: :data:`SMOKE`, :data:`TINY`, :data:`PAPER` in :data:`PROFILES` (the
-pipeline's), :data:`PRETRAINED` beside them in :data:`TRAIN_PROFILES` (``train`` on a pretrained model), their
+"""The profiles, registered in one place: :data:`SMOKE`, :data:`TINY`, :data:`PAPER`, :data:`SMOL` in
+:data:`PROFILES` (the pipeline's), :data:`PRETRAINED` beside them in :data:`TRAIN_PROFILES` (``train`` on a pretrained model), their
 one-line :data:`DESCRIPTIONS`, and :func:`get_profile`."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from repro.profiles.cdt import CDTConfig
 from repro.profiles.longrecipe import LongRecipeConfig
 from repro.profiles.profile import Profile
 from repro.profiles.prolong import ProLongConfig
+from repro.profiles.real import RealModelConfig
 from repro.profiles.run import RunConfig
 from repro.profiles.selfdistill import SelfDistillConfig
 from repro.profiles.testbed import (BaseTrainConfig, CorpusConfig, EvalConfig, ExtendConfig, ModelConfig,
@@ -104,15 +105,44 @@ beta 5; self-distillation's ABF multiple 16x for ``--rope-theta paper``). ``trai
 window (``max_position_embeddings``, as ``--base-window``) and the ``--target``; the model keeps its own RoPE.
 Not a pipeline profile (no base model to build): ``train`` alone takes it."""
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (SMOKE, TINY, PAPER)}
+SMOL_MODEL = "smollm2-135m-instruct"
+"""The pretrained model of :data:`SMOL`, by its name in :mod:`repro.model_store` (fetched on first use)."""
 
-TRAIN_PROFILES: dict[str, Profile] = {**PROFILES, PRETRAINED.name: PRETRAINED}
-"""The profiles ``train --profile`` takes: the pipeline's and :data:`PRETRAINED`."""
+SMOL = Profile(
+    name="smol",
+    corpus=CorpusConfig(sources=("code", "prose"), max_bytes_per_source=1_000_000, synthetic_docs=0),
+    tokenizer=TokenizerConfig(pretrained=SMOL_MODEL, train_bytes=None),
+    model=ModelConfig(pretrained=SMOL_MODEL, hidden_size=576, intermediate_size=1536, num_layers=30, num_heads=9,
+                      num_kv_heads=3, rope_theta=100_000.0),  # its config.json's, for the record (loaded as it is)
+    base=BaseTrainConfig(window=512, retrieval_lengths=(512,)),  # the IG analysis's prompt length (CD-Fig3/5/7)
+    extend=ExtendConfig(target_window=2048, workers=1, replicate_arms=(), seed_replicates=1),  # RP-Fig2's length
+    eval=EvalConfig(lengths=(1024, 2048, 4096, 8192), depths=(0.1, 0.5, 0.9), samples=2, batch_size=1),
+    longrecipe=LongRecipeConfig(analysis_texts=4),  # RP-Fig2: 4 texts
+    cdt=CDTConfig(analysis_samples=8, top_heads=8, replicate_arms=()),  # top 8 of 270 heads: App. B's 30 of 1,024
+    real=RealModelConfig(enabled=True, scaled_lengths=(16_384,), scaled_samples=2, denoising=False),
+)
+"""SmolLM2-135M-Instruct (:data:`SMOL_MODEL`, Q4_1 weights dequantized) as it is, on a CPU; nothing is trained.
+``reproduce --profile smol`` runs the evaluation, ig_scores and attention_distance notebooks on it (figures in
+``figures/smol/``): single-needle NIAH by needle depth at 1K-8K (``TB-NIAH``: 3 depths x 2 prompts per length), at
+16K (twice its 8,192 positions) without RoPE scaling and with linear, dynamic-NTK and YaRN scaling by 2
+(``RP-Tab4/5``: 2 prompts each, the chat template as ``evaluate --chat-template auto``), IG and FR per token type
+on 8 multi-hop prompts of 512 tokens (``CD-Fig3/5/7``; not CD-Fig4/8/10/Mem, which train or need the tiny model) and
+the attention distances of 4 texts of 2,048 tokens (``RP-Fig2``). Measured per sample on 2 loaded cores (another
+job's compiler on the same cores, ~2x an idle machine's times): a forward pass 11 s at 2K, 26 s at 4K, 72 s at 8K,
+398 s at 16K. The whole run is estimated at about 45 minutes on 2 idle cores (docs/own_model.md)."""
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (SMOKE, TINY, PAPER, SMOL)}
+
+TRAIN_PROFILES: dict[str, Profile] = {**{n: p for n, p in PROFILES.items() if not p.real.enabled},
+                                      PRETRAINED.name: PRETRAINED}
+"""The profiles ``train --profile`` takes: the pipeline's that train (not :data:`SMOL`) and :data:`PRETRAINED`."""
 
 DESCRIPTIONS: dict[str, str] = {
     "smoke": "CI: every code path at toy sizes (minutes on 2 cores, not seconds); asserts structure, not science",
     "tiny": "default: a Llama trained here at 256 tokens, extended to 1024 (any CPU)",
     "paper": "LongRecipe Table 6: Llama3-8B-Instruct to 80K, DeepSpeed + flash-attn (GPUs, model weights)",
+    "smol": "SmolLM2-135M-Instruct as it is, nothing trained: NIAH 1K-16K with RoPE scaling, IG/FR, attention "
+            "distances (CPU, ~45 min on 2 cores, estimated)",
     "pretrained": "train only: fine-tuning your own pretrained model (lr 1e-5, --data only, the model's window)",
 }
 
@@ -121,7 +151,8 @@ DESCRIPTIONS: dict[str, str] = {
 def get_profile(name: str, device: str = "", dtype: str = "") -> Profile:
     """The named profile, validated; unknown names list the allowed ones. ``device`` / ``dtype`` replace
     ``run.device`` / ``run.dtype`` when given (the ``reproduce`` command's ``--device`` / ``--dtype``)."""
-    if name not in TRAIN_PROFILES:
+    known = {**PROFILES, **TRAIN_PROFILES}
+    if name not in known:
         raise ValueError(f"unknown profile {name!r}; allowed: {', '.join(PROFILES)}")
     run = {k: v for k, v in (("device", device), ("dtype", dtype)) if v}
-    return TRAIN_PROFILES[name].override(run=run) if run else validate(TRAIN_PROFILES[name])
+    return known[name].override(run=run) if run else validate(known[name])

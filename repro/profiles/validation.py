@@ -1,8 +1,9 @@
 """Validation of a :class:`repro.profiles.profile.Profile`: every range and cross-field constraint, checked
 before any work starts; a bad value raises ValueError naming the field, the value and what is allowed.
 
-:func:`validate` checks the sections in a fixed order (testbed, LongRecipe, self-distillation, CDT, ProLong, then
-the evaluation grid against the target window), so a profile with several bad values always names the same one.
+:func:`validate` checks the sections in a fixed order (testbed, LongRecipe, self-distillation, CDT, ProLong, the
+pretrained model as it is (``real``), then the evaluation grid against the target window), so a profile with several
+bad values always names the same one.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from repro.profiles.cdt import CDTConfig
 from repro.profiles.longrecipe import LongRecipeConfig
 from repro.profiles.prolong import PL_ARM_NAMES
+from repro.profiles.real import validate_real
 from repro.profiles.run import validate_run
 from repro.profiles.selfdistill import COST_PROXIES, SelfDistillConfig
 from repro.profiles.testbed import ExtendConfig
@@ -33,6 +35,7 @@ def validate(p: Profile) -> Profile:
     _validate_selfdistill(p.selfdistill, p.extend)
     _validate_cdt(p.cdt)
     _validate_prolong(p)
+    validate_real(p.real, p.model.pretrained)
     validate_run(p.run)
     e, ev = p.extend, p.eval
     if e.target_window not in ev.lengths:

@@ -162,7 +162,7 @@ def cd_fig3(records: Sequence[Mapping], correct: Sequence[bool], p: Profile) -> 
     top = records[0]["top_heads_used"] if records else 0
     total = records[0].get("heads_total", top) if records else 0
     cap = (f"CD-Fig3: shares per token type (each score's per-token mean, normalized over the four types), mean ± SE "
-           f"over samples, for answers the task model gets right and wrong. FR: top-{p.cdt.top_k} keys per answer "
+           f"over samples, for answers the model gets right and wrong. FR: top-{p.cdt.top_k} keys per answer "
            f"row; 'top heads': the {top} of the model's {total} heads giving the most attention to critical tokens "
            f"(App. B: 30 of 1,024). Scale: {model_note(p)}; {len(correct)} fresh prompts of {p.cdt.task} at the base "
            f"window ({sum(correct)} right, {len(correct) - sum(correct)} wrong), one per sample.")

@@ -6,7 +6,8 @@ Data flows one way: corpus + tokenizer (:mod:`~repro.stages.corpus`) -> base mod
 (:mod:`~repro.stages.analysis`), replay and merging (:mod:`~repro.stages.replay`), CDT's task model
 (:mod:`~repro.stages.cdt`), ProLong's data streams (:mod:`~repro.stages.prolong`) -> evaluations
 (:mod:`~repro.stages.evaluation`, over the grids of :mod:`repro.recipes.plans`) and attention-distance histograms
-(:mod:`~repro.stages.attention`). Every stage is keyed by :mod:`~repro.stages.keys` and cached through
+(:mod:`~repro.stages.attention`); a pretrained base used as it is (the ``smol`` profile) is evaluated by
+:mod:`~repro.stages.as_is`. Every stage is keyed by :mod:`~repro.stages.keys` and cached through
 :mod:`~repro.stages.cache`: a finished stage is reused, an unfinished training stage resumes from its last
 checkpoint, ``force=True`` recomputes.
 
@@ -20,6 +21,7 @@ from repro.methods.extension import extension_method
 from repro.methods.prolong import arm_proportions, arm_rope_theta, ntk_theta
 from repro.methods.selfdistill import rp_schedule, rp_steps
 from repro.stages.analysis import analysis_texts, impactful_tokens, load_analysis
+from repro.stages.as_is import evaluate_as_is, niah_by_depth, scaled_niah
 from repro.stages.arms import prepare_extension_data, train_arm
 from repro.stages.attention import AttentionDistanceConfig, checkpoint_distances, model_distances
 from repro.stages.base import train_base
@@ -54,4 +56,5 @@ __all__ = [
     "longppl_scores", "run_cd_suite",  # repro.stages.evaluation (CD-Tab2)
     "long_doc_ppl", "run_pl_suite",  # repro.stages.evaluation (ProLong's ablations)
     "arm_proportions", "arm_rope_theta", "build_streams", "ntk_theta",  # ProLong (repro.methods.prolong)
+    "evaluate_as_is", "niah_by_depth", "scaled_niah",  # repro.stages.as_is (a pretrained base as it is: smol)
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repro import model_store
 from repro.data.tokenizer import load_tokenizer
 from repro.methods import get_method
 from repro.models import build_tiny
@@ -18,11 +19,12 @@ def train_base(profile: Profile | str, run_dir: str | Path = "runs", force: bool
                progress: bool = True) -> Path:
     """Train (or reuse) the base model; returns its ``final`` folder (weights + tokenizer).
 
-    With ``model.pretrained`` set (paper profile, a user's model) that checkpoint is the base.
+    With ``model.pretrained`` set (paper profile, a user's model) that checkpoint is the base: a name of
+    :data:`repro.model_store.MODELS` is its fetched folder (fetched now on first use).
     """
     p = as_profile(profile)
     if p.model.pretrained:
-        return Path(p.model.pretrained)
+        return Path(model_store.resolve(p.model.pretrained, progress=progress))
     out = stage_dir(run_dir, p, "base", base_key(p))
     with compute_once(out, "final", force) as done:
         if done is not None:

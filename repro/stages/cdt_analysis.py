@@ -36,14 +36,18 @@ from repro.stats import mean_se
 def cd_scores(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,
               progress: bool = True, path: str | Path | None = None) -> dict:
     """The task model's analysis record: ``correct`` per sample, ``types`` per sample, ``scores`` (per sample),
-    ``manual`` (CD-Fig4 per sample), ``sweep`` (CD-Fig8 rows), ``step`` (the manual denoising's step size).
+    ``manual`` (CD-Fig4 per sample), ``sweep`` (CD-Fig8 rows), ``step`` (the manual denoising's step size); ``manual``
+    and ``sweep`` are empty when ``real.denoising`` is off.
     ``path``: analyse this HF model folder (with its tokenizer) instead of the task model."""
     p = as_profile(profile)
     final = Path(path) if path else train_task_model(p, "ce", run_dir, progress=progress)
-    key = stage_key("cdscores", {"ckpt": checkpoint_id(final, run_dir), "cdt": p.cdt, "window": p.base.window,
-                                 "context_weight": p.extend.context_weight, "step": manual_step(p),
-                                 "target": "answer"})  # IG's target: the answer without its EOS (older: with)
-    return cached_json(eval_path(run_dir, p, f"cdscores-{key}"), force, lambda: cd_record(final, p, progress))
+    fields = {"ckpt": checkpoint_id(final, run_dir), "cdt": p.cdt, "window": p.base.window,
+              "context_weight": p.extend.context_weight, "step": manual_step(p),
+              "target": "answer"}  # IG's target: the answer without its EOS (older: with)
+    if not p.real.denoising:  # in the key only when off: the keys of the profiles that keep CD-Fig4/8 are unchanged
+        fields["denoising"] = False
+    return cached_json(eval_path(run_dir, p, f"cdscores-{stage_key('cdscores', fields)}"), force,
+                       lambda: cd_record(final, p, progress, denoising=p.real.denoising))
 
 
 def cd_curve(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from transformers import AutoConfig
 
+from repro import model_store
 from repro.arms import extension_arms
 from repro.methods import parse_arm
 from repro.methods.arms import SEED_MARK, STAGES
@@ -26,7 +27,8 @@ def checkpoint_path(profile: Profile | str, name: str, run_dir: str | Path = "ru
     a = parse_arm(name)
     arm = f"{a.arm}{SEED_MARK}{a.replicate}" if a.replicate else a.arm  # a replicate has stages of its own
     if a.stage == "base":
-        path = Path(p.model.pretrained) if p.model.pretrained else stage_dir(run_dir, p, "base", base_key(p)) / "final"
+        path = Path(model_store.resolve(p.model.pretrained)) if p.model.pretrained else \
+            stage_dir(run_dir, p, "base", base_key(p)) / "final"  # a model name: its fetched folder
     elif a.stage == "replay":
         path = stage_dir(run_dir, p, f"replay-{arm}", replay_key(p, arm)) / "final"
     elif a.stage == "merge":

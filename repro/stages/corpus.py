@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from transformers import AutoTokenizer
 
+from repro import model_store
 from repro.data.corpus import Corpus, Document, iter_source, manifest
 from repro.data.special_tokens import document_separator
 from repro.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
@@ -58,7 +59,7 @@ def build_corpus(profile: Profile | str, run_dir: str | Path = "runs", force: bo
             t0 = time.perf_counter()
             docs = _read_documents(p)
             if p.tokenizer.pretrained:
-                tok = AutoTokenizer.from_pretrained(p.tokenizer.pretrained)
+                tok = AutoTokenizer.from_pretrained(model_store.resolve(p.tokenizer.pretrained))  # a name: fetched
             else:
                 tok = train_tokenizer(_tokenizer_sample(docs, p.tokenizer.train_bytes), p.tokenizer.vocab_size)
             enc = tok([d.text for d in docs], add_special_tokens=False).input_ids
