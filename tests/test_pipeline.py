@@ -201,6 +201,33 @@ def test_paper_selects_its_notebooks():
         _order(specs, "token_analysis", "cdt")
 
 
+def test_a_profile_that_trains_nothing_runs_only_its_notebooks_and_trains_no_arm():
+    from repro.pipeline import _order, default_figures_dir, notebook_specs
+    from repro.profiles import TRAIN_PROFILES, get_profile
+
+    specs = notebook_specs(REPO / "notebooks")
+    smol, tiny = get_profile("smol"), get_profile("tiny")
+    assert smol.real.enabled and not tiny.real.enabled
+    assert smol.model.pretrained == smol.tokenizer.pretrained == "smollm2-135m-instruct"
+    as_is = ["evaluation", "ig_scores", "attention_distance"]
+    assert [s.name for s in _order(specs, None, "all", smol)] == as_is
+    assert [s.name for s in _order(specs, None, "cdt", smol)] == ["evaluation", "ig_scores", "attention_distance"]
+    assert [s.name for s in _order(specs, None, "prolong", smol)] == ["evaluation"]
+    assert [s.name for s in _order(specs, None, "all", tiny)] == [s.name for s in NOTEBOOKS]
+    with pytest.raises(ValueError, match=r"--only 'training' has nothing to do for --profile 'smol' \(it trains "
+                                         r"nothing\); allowed: evaluation, ig_scores, attention_distance"):
+        _order(specs, "training", "all", smol)
+    assert extension_arms(smol) == () and "smol" not in TRAIN_PROFILES  # train --profile smol: not a training profile
+    assert default_figures_dir("smol") == REPO / "figures" / "smol"
+    with pytest.raises(ValueError, match="real.enabled=True needs model.pretrained"):
+        tiny.override(real={"enabled": True})
+    with pytest.raises(ValueError, match=r"real.scalings entry 'yarn:1'; allowed: none, linear:F, dynamic:F or yarn:F "
+                                         r"with F > 1"):
+        smol.override(real={"scalings": ("none", "yarn:1")})
+    with pytest.raises(ValueError, match="real.chat_template='maybe'; allowed: auto, on, off"):
+        smol.override(real={"chat_template": "maybe"})
+
+
 def test_cli_unknown_paper_exits_2_with_message(tmp_path, capsys):
     assert main(["reproduce", "--profile", "smoke", "--paper", "longlora", "--run-dir", str(tmp_path)]) == 2
     assert "paper='longlora'; allowed: all, longrecipe, selfdistill, cdt, prolong" in capsys.readouterr().err

@@ -45,7 +45,7 @@ def _documented_fields(cls) -> set[str]:
 @pytest.mark.parametrize("cls", [profiles.CorpusConfig, profiles.TokenizerConfig, profiles.ModelConfig,
                                  profiles.BaseTrainConfig, profiles.ExtendConfig, profiles.EvalConfig,
                                  profiles.LongRecipeConfig, profiles.SelfDistillConfig, profiles.CDTConfig,
-                                 profiles.ProLongConfig, profiles.RunConfig, Profile])
+                                 profiles.ProLongConfig, profiles.RealModelConfig, profiles.RunConfig, Profile])
 def test_every_field_is_documented_and_frozen(cls):
     names = {f.name for f in dataclasses.fields(cls)}
     assert names == _documented_fields(cls)
@@ -57,7 +57,7 @@ def test_every_section_of_a_profile_is_a_documented_settings_class():
     assert set(sections.values()) == {profiles.CorpusConfig, profiles.TokenizerConfig, profiles.ModelConfig,
                                       profiles.BaseTrainConfig, profiles.ExtendConfig, profiles.EvalConfig,
                                       profiles.LongRecipeConfig, profiles.SelfDistillConfig, profiles.CDTConfig,
-                                      profiles.ProLongConfig, profiles.RunConfig}
+                                      profiles.ProLongConfig, profiles.RealModelConfig, profiles.RunConfig}
 
 
 def test_the_run_section_names_the_device_and_is_in_no_cache_key():

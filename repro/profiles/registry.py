@@ -1,6 +1,6 @@
 """The profiles, registered in one place: :data:`SMOKE`, :data:`TINY`, :data:`PAPER`, :data:`SMOL` in
-:data:`PROFILES` (the pipeline's), :data:`PRETRAINED` beside them in :data:`TRAIN_PROFILES` (``train`` on a pretrained model), their
-one-line :data:`DESCRIPTIONS`, and :func:`get_profile`."""
+:data:`PROFILES` (the pipeline's), :data:`PRETRAINED` beside them in :data:`TRAIN_PROFILES` (``train`` on a
+pretrained model), their one-line :data:`DESCRIPTIONS`, and :func:`get_profile`."""
 
 from __future__ import annotations
 

@@ -73,6 +73,9 @@ def test_every_arm_of_every_profile_resolves_and_yields_a_batch(profile, small_t
 
     p = PROFILES[profile]
     arms = extension_arms(p)
+    if p.real.enabled:  # smol: the pretrained model as it is, nothing trained
+        assert arms == ()
+        return
     assert arms[0] == "flt" and len(arms) == len(set(arms))
     if p.extend.target_window > 4096:  # the paper profile's 80K rows are too long for a unit test: 1024
         p = replace(p, extend=replace(p.extend, target_window=1024))
