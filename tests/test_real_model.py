@@ -22,6 +22,10 @@ from repro.data.special_tokens import document_separator
 from repro.data.tokenizer import load_tokenizer
 from repro.io import read_jsonl
 from repro.models import load_model
+from repro.profiles import get_profile
+from repro.reports.as_is import rp_tab45, tb_niah
+from repro.reports.headline import rejudge
+from repro.stages import niah_by_depth, scaled_niah
 from tests.launch import launch
 
 NAME = "smollm2-135m-instruct"
@@ -256,3 +260,31 @@ def test_analyze_by_name_at_512_tokens_ig_and_attention_distance(smol, text_fold
     # the last 32 queries of a 512-token text: at layer 22 of 30 the attention mass sits 230 tokens back on average,
     # 42% of it beyond 256 (measured: 41% in the last two distance bins, the text's first tokens; 32% within 16)
     assert deep["weighted_mean_distance"] > 128 and deep["far_mass_share"] > 0.2
+
+
+# -- the smol profile (reproduce --profile smol) at a reduced size: its evaluation stages on the model by name
+def test_smol_profile_evaluates_the_model_as_it_is_with_its_chat_template_and_scaled_rope(smol, tmp_path, monkeypatch):
+    """NIAH at 256 tokens without scaling and with YaRN by 2, one prompt (the full profile: 1K-8K, and 16K past the
+    window; its selection and verdicts: tests/test_pipeline.py, tests/reports/test_as_is.py): the chat template as
+    ``evaluate --chat-template auto`` decides, the model's own 8,192 positions never raised, the scaling recorded, the
+    same prompt under both (the unscaled one computed once: both stages share its record)."""
+    monkeypatch.setenv("REPRO_MODELS", str(smol.parent))  # model.pretrained by name
+    p = get_profile("smol").override(eval={"lengths": (256,), "depths": (0.5,), "samples": 1},
+                                     base={"window": 256, "retrieval_lengths": (256,)},
+                                     extend={"target_window": 256}, selfdistill={"eval_lengths": (256,)},
+                                     real={"scaled_lengths": (256,), "scalings": ("none", "yarn:2"),
+                                           "scaled_samples": 1})
+    native = niah_by_depth(p, tmp_path, progress=False)
+    assert (native["checkpoint"], native["chat_template"], native["chat_template_flag"]) == (str(smol), "on", "auto")
+    assert (native["rope_parameters"], native["max_position_embeddings"]) == (None, 8192)
+    (row,) = native["rows"]
+    assert row["input"].startswith("<|im_start|>system\n") and (row["target_length"], row["depth"]) == (256, 0.5)
+    assert row["score"] == 1.0, row["pred"]  # measured: the 7-digit value, at 256 as at 1K-8K (issue 45: 100%)
+    scaled = scaled_niah(p, tmp_path, progress=False)
+    assert scaled["none"] == native  # the same prompts: one record
+    assert scaled["yarn:2"]["rope_parameters"] == {"rope_type": "yarn", "rope_theta": 100000.0, "factor": 2.0,
+                                                   "original_max_position_embeddings": 8192}
+    assert [(r["rope_scaling"], r["seed"]) for r in scaled["yarn:2"]["rows"]] == [("yarn:2", row["seed"])]
+    assert tb_niah(native, p)[1].agrees == "n/a"  # one length: nothing to compare
+    _, rep = rp_tab45(scaled, native, p)
+    assert rep.claims[0]["a"] == "yarn:2 @256" and rejudge(rep.claims).verdict == rep.agrees

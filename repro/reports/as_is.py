@@ -75,9 +75,10 @@ def tb_niah(record: Mapping[str, Any], p: Profile) -> tuple[dict[str, dict[tuple
         seeds = sorted(set(by_len[int(a)]) & set(by_len[int(b)]))
         return exact_se([by_len[int(a)][s] for s in seeds], [by_len[int(b)][s] for s in seeds]) if seeds else None
 
-    claim = Claim(str(long_), str(short), "same", f"{TASK_LABEL} accuracy at {long_} vs {short} tokens")
-    judged = judge(Headline((claim,), "LongRecipe Tab. 1 (NIAH at the window)"), ours, se) \
-        if short is not None and short != long_ else None
+    judged = None
+    if short is not None and short != long_:
+        claim = Claim(str(long_), str(short), "same", f"{TASK_LABEL} accuracy at {long_} vs {short} tokens")
+        judged = judge(Headline((claim,), "LongRecipe Tab. 1 (NIAH at the window)"), ours, se)
     cap = (f"{TASK_LABEL} by length and needle depth, {p.eval.samples} prompts per cell (per length: "
            f"{len(p.eval.depths)} depths pooled, binomial SE), the pretrained model as it is: no RoPE scaling, its "
            f"own {window} positions, chat template {record['chat_template']} ({record['chat_template_flag']}). "
