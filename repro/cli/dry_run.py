@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from huggingface_hub import try_to_load_from_cache
 
+from repro import model_store
 from repro.accel import load_deepspeed_config
 from repro.arms import METHOD_NAMES, ArmData, build_arm, extension_arms, prepare_model
 from repro.cli import data as cli_data
@@ -115,7 +116,11 @@ def check_sources(p, report: Report) -> None:
         else:
             report.add("source", f"{where} {spec}", "ok", "built in")
     for what, name in (("model", p.model.pretrained), ("tokenizer", p.tokenizer.pretrained)):
-        if name:
+        if name in model_store.MODELS and not _local(name):  # a model by name: fetched on first use
+            where = model_store.model_folder(name)
+            report.add("source", f"{what} {name}", "ok", str(where) if model_store.is_fetched(name) else
+                       f"fetched on first use into {where} (python -m repro models fetch {name})")
+        elif name:
             found = _local(name) or _hub_cached(name)
             report.add("source", f"{what} {name}", "ok" if found else "missing",
                        str(found) if found else "not a local folder and not in the local model cache")
