@@ -1256,7 +1256,7 @@ CASES: list[Case] = [
     Case("E221", CLI_OTHER, "`reproduce --profile paper` on a machine without a GPU or flash-attn",
          reproduce_paper_on_cpu, UsageExit, r"--profile paper needs a CUDA GPU \(for run.device='cuda' and "
          r"attn_implementation='flash_attention_2'; this machine has none\) and the flash-attn package .*; allowed "
-         r"here: --profile smoke\|tiny, or reproduce --profile paper --dry-run", out=True),
+         r"here: --profile smoke\|tiny\|smol, or reproduce --profile paper --dry-run", out=True),
     Case("E222", CLI_TRAIN, "the disk fills up (`OSError` ENOSPC) while `train` writes its first checkpoint's "
          "optimizer state", disk_full_at_optimizer_state, UsageExit,
          r"disk full while writing '.*E222/ckpt-1' \(\[Errno 28\] No space left on device\); nothing half-written "
