@@ -118,7 +118,7 @@ SMOL = Profile(
     extend=ExtendConfig(target_window=2048, workers=1, replicate_arms=(), seed_replicates=1),  # RP-Fig2's length
     eval=EvalConfig(lengths=(1024, 2048, 4096, 8192), depths=(0.1, 0.5, 0.9), samples=2, batch_size=1),
     longrecipe=LongRecipeConfig(analysis_texts=4),  # RP-Fig2: 4 texts
-    cdt=CDTConfig(analysis_samples=12, top_heads=8, replicate_arms=()),  # top 8 of 270 heads: App. B's 30 of 1,024
+    cdt=CDTConfig(analysis_samples=24, top_heads=8, replicate_arms=()),  # top 8 of 270 heads: App. B's 30 of 1,024
     real=RealModelConfig(enabled=True, scaled_lengths=(16_384,), scaled_samples=3, denoising=False),  # 1 per depth
 )
 """SmolLM2-135M-Instruct (:data:`SMOL_MODEL`, Q4_1 weights dequantized) as it is, on a CPU; nothing is trained.
@@ -126,11 +126,10 @@ SMOL = Profile(
 ``figures/smol/``): single-needle NIAH by needle depth at 1K-8K (``TB-NIAH``: 3 depths x 2 prompts per length), at
 16K (twice its 8,192 positions) without RoPE scaling and with linear, dynamic-NTK and YaRN scaling by 2
 (``RP-Tab4/5``: 3 prompts each, one per depth; the chat template as ``evaluate --chat-template auto``), IG and FR per
-token type on 12 multi-hop prompts of 512 tokens (``CD-Fig3/5/7``; not CD-Fig4/8/10/Mem, which train or need the
+token type on 24 multi-hop prompts of 512 tokens (``CD-Fig3/5/7``; not CD-Fig4/8/10/Mem, which train or need the
 tiny model) and the attention distances of 4 texts of 2,048 tokens (``RP-Fig2``). Measured per NIAH prompt on 2
-shared cores as CPU time / 2 (the idle machine's wall time with both threads busy): 9 s at 2K, 18 s at 4K, 35 s
-at 8K, 97 s at 16K; an IG prompt at 512 tokens 21 s. The whole run is estimated at 33-39 minutes on 2 idle cores
-(docs/own_model.md)."""
+nearly idle cores: 2.6 s at 1K, 4.8 s at 2K, 11.7 s at 4K, 31 s at 8K, 99 s at 16K; an IG prompt at 512 tokens
+8 s. The whole run is estimated at about 30 minutes on 2 idle cores (docs/own_model.md)."""
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (SMOKE, TINY, PAPER, SMOL)}
 
@@ -143,7 +142,7 @@ DESCRIPTIONS: dict[str, str] = {
     "tiny": "default: a Llama trained here at 256 tokens, extended to 1024 (any CPU)",
     "paper": "LongRecipe Table 6: Llama3-8B-Instruct to 80K, DeepSpeed + flash-attn (GPUs, model weights)",
     "smol": "SmolLM2-135M-Instruct as it is, nothing trained: NIAH 1K-16K with RoPE scaling, IG/FR, attention "
-            "distances (CPU, 33-39 min on 2 cores, estimated)",
+            "distances (CPU, ~30 min on 2 cores, estimated)",
     "pretrained": "train only: fine-tuning your own pretrained model (lr 1e-5, --data only, the model's window)",
 }
 
