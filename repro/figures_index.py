@@ -35,6 +35,12 @@ DOCS = "../docs/papers/{}.md"
 """A paper's documentation page, relative to the figures folder."""
 OTHER = "‡"
 """Marks a row written by another run, commit, profile or date than the index's own."""
+SCALE: dict[str, tuple[str, str]] = {
+    "smol": ("paper's figures page. Numbers of the `smol` profile come from SmolLM2-135M-Instruct used as it is",
+             "(nothing trained here) on synthetic tasks: compare directions, not magnitudes.")}
+"""What a profile's numbers come from, as two lines of ``INDEX.md``'s opening, where it is not the tiny model's."""
+TINY_SCALE = ("paper's figures page. Tiny-profile numbers come from a ~1M-parameter model trained here on synthetic",
+              "tasks: compare directions, not magnitudes.")
 
 
 def page_name(paper: str | None) -> str:
@@ -107,8 +113,7 @@ def render_index(index: Mapping[str, Mapping[str, Any]]) -> str:
             + (f" (rows {', '.join(separate)} by their own commands)" if separate else "")
             + "; do not edit by hand. Ids follow the papers' figure and table numbers (`repro/targets.py`); each",
             "id links to its full record (the paper's value, ours, the verdict's reasoning and claim tests) on its",
-            "paper's figures page. Tiny-profile numbers come from a ~1M-parameter model trained here on synthetic",
-            "tasks: compare directions, not magnitudes.", "",
+            *SCALE.get(run["profile"], TINY_SCALE), "",
             _provenance_line(run) + f" Rows marked {OTHER} were written otherwise (see the end).", "",
             "## What this run shows", "",
             "Each paper's central claims, the targets that test them and whether this run shows each (shown beyond",
