@@ -140,3 +140,55 @@ def accuracy_by_length(results: Sequence[dict], task: str | None = None) -> dict
         if task is None or r["task"] == task:
             by.setdefault(r["length"], []).append(r["score"])
     return {k: sum(v) / len(v) for k, v in sorted(by.items())}
+
+
+def chat_prompt(tok, prompt: str, answer_prefix: str | None = None) -> str:
+    """``prompt`` in ``tok``'s chat template: the prompt without its ``answer_prefix`` as the user's turn, the
+    generation prompt, then the answer prefix (without its leading blanks) opening the assistant's turn, where RULER
+    and lm-eval put a task's answer prefix. A leading BOS that the tokenizer adds itself is left out of the text, so
+    it is not there twice."""
+    question, prefix = prompt, ""
+    if answer_prefix and prompt.endswith(answer_prefix):
+        question, prefix = prompt[:-len(answer_prefix)].rstrip(), answer_prefix.lstrip()
+    text = tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
+                                   tokenize=False)
+    bos = tok.bos_token
+    if bos and text.startswith(bos) and tok("").input_ids[:1] == [tok.bos_token_id]:
+        text = text[len(bos):]
+    return text + prefix
+
+
+def prediction_rows(model, tok, tasks: list[str], lengths: list[int], depths: list[float], samples: int, seed: int,
+                    batch_size: int, progress: bool, chat: bool = False,
+                    rope_scaling: str = "none") -> tuple[list[dict], list[dict]]:
+    """Prediction rows (the fields of ``python -m repro evaluate``'s ``predictions.jsonl``) of every task x length
+    cell, ``samples`` each with depths taken in turn, and the cells skipped as too short for their task. ``chat``:
+    each prompt through :func:`chat_prompt` (the row's ``input`` and ``length`` are then the wrapped prompt's);
+    ``rope_scaling`` is recorded per row."""
+    rows, skipped = [], []
+    bar = tqdm(total=len(tasks) * len(lengths) * samples, desc="evaluate", disable=not progress, mininterval=2.0)
+    for spec in tasks:
+        task = make_task(spec)
+        for length in lengths:
+            try:
+                examples = [task.generate(tok, length, depths[i % len(depths)], seed + i) for i in range(samples)]
+            except LengthTooShort as err:
+                skipped.append({"task": spec, "length": length, "minimum": err.minimum})
+                bar.update(samples)
+                continue
+            for i in range(0, samples, batch_size):
+                chunk = examples[i:i + batch_size]
+                prompts = [chat_prompt(tok, ex.prompt, ex.metadata.get("answer_prefix")) if chat else ex.prompt
+                           for ex in chunk]
+                preds = generate(model, tok, prompts, task.max_new_tokens)
+                for ex, prompt, pred in zip(chunk, prompts, preds):
+                    refs = list(ex.references)
+                    n = None if chat else ex.metadata.get("n_tokens")
+                    rows.append({"index": len(rows), "pred": pred, "input": prompt, "outputs": refs,
+                                 "others": {}, "truncation": -1, "length": int(n or len(tok(prompt).input_ids)),
+                                 "task": spec, "target_length": length, "depth": ex.metadata.get("depth"),
+                                 "seed": ex.metadata.get("seed"), "score": float(task.score(pred, refs)),
+                                 "rope_scaling": rope_scaling, "chat_template": "on" if chat else "off"})
+                bar.update(len(chunk))
+    bar.close()
+    return rows, skipped

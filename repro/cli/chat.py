@@ -4,6 +4,7 @@ task's prompt is placed in it (as lm-eval's ``--apply_chat_template`` and RULER'
 from __future__ import annotations
 
 from repro.cli.common import CLIError
+from repro.evaluate import chat_prompt  # noqa: F401  (where it lived: the evaluation's, used by the CLI too)
 
 CHAT_MODES: tuple[str, ...] = ("auto", "on", "off")
 """The values of ``--chat-template``."""
@@ -17,19 +18,3 @@ def chat_on(tok, mode: str, where: str) -> bool:
         raise CLIError(f"--chat-template on: the tokenizer of {where} has no chat template; allowed: --chat-template "
                        "off or auto, or a tokenizer whose tokenizer_config.json or chat_template.jinja holds one")
     return has if mode == "auto" else mode == "on"
-
-
-def chat_prompt(tok, prompt: str, answer_prefix: str | None = None) -> str:
-    """``prompt`` in ``tok``'s chat template: the prompt without its ``answer_prefix`` as the user's turn, the
-    generation prompt, then the answer prefix (without its leading blanks) opening the assistant's turn, where RULER
-    and lm-eval put a task's answer prefix. A leading BOS that the tokenizer adds itself is left out of the text, so
-    it is not there twice."""
-    question, prefix = prompt, ""
-    if answer_prefix and prompt.endswith(answer_prefix):
-        question, prefix = prompt[:-len(answer_prefix)].rstrip(), answer_prefix.lstrip()
-    text = tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
-                                   tokenize=False)
-    bos = tok.bos_token
-    if bos and text.startswith(bos) and tok("").input_ids[:1] == [tok.bos_token_id]:
-        text = text[len(bos):]
-    return text + prefix

@@ -20,7 +20,7 @@ The model's config is loaded as it is: a length past its ``max_position_embeddin
 one ``warning:`` line unless ``--rope-scaling`` scales RoPE (:mod:`repro.cli.rope_scaling`). With the chat template
 on (``--chat-template``; ``auto``: when the tokenizer has one, as lm-eval's ``--apply_chat_template``), each
 prompt's question goes into a user turn and its answer prefix opens the assistant's turn
-(:func:`repro.cli.chat.chat_prompt`), as RULER and lm-eval place a task's answer prefix after the chat template.
+(:func:`repro.evaluate.chat_prompt`), as RULER and lm-eval place a task's answer prefix after the chat template.
 
 ``--lengths`` none of whose values any task can fill is refused before anything is loaded or written.
 """
@@ -30,16 +30,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tqdm.auto import tqdm
 
-from repro.cli.chat import CHAT_MODES, chat_on, chat_prompt
+from repro.cli.chat import CHAT_MODES, chat_on
 from repro.cli.common import (CLIError, add_device_args, at_most, check_out, check_tokenizer_fits, csv_of, device_args,
                               distinct, load_cli_model, load_tokenizer_from, model_dir, output_dir, positive_int)
 from repro.cli.train_checks import MAX_TARGET
 from repro.cli.evaluate_harness import main as harness_main
 from repro.cli.evaluate_outputs import clear_summary, write_outputs
 from repro.cli.rope_scaling import add_rope_scaling_arg, parse_rope_scaling, rope_plan
-from repro.evaluate import generate, make_task
+from repro.evaluate import make_task
+from repro.evaluate import prediction_rows as predictions  # the evaluation's loop (the smol profile's stage too)
 from repro.tasks import available_tasks
 from repro.tasks.base import LengthTooShort
 from repro.tasks.summary import markdown
@@ -152,42 +152,6 @@ def check_lengths(specs: list[str], lengths: list[int], tok, depths: list[float]
     each = ", ".join(f"{spec} >= {n}" for spec, n in needs.items())
     raise CLIError(f"--lengths {','.join(map(str, lengths))}: every length is too short for the tasks ({each}); "
                    f"allowed: a length >= {shortest} tokens")
-
-
-def predictions(model, tok, tasks: list[str], lengths: list[int], depths: list[float], samples: int, seed: int,
-                batch_size: int, progress: bool, chat: bool = False,
-                rope_scaling: str = "none") -> tuple[list[dict], list[dict]]:
-    """Prediction rows (:data:`PRED_FIELDS`) of every task x length cell, ``samples`` each with depths taken in
-    turn, and the cells skipped as too short for their task. ``chat``: each prompt through
-    :func:`repro.cli.chat.chat_prompt` (the row's ``input`` and ``length`` are then the wrapped prompt's);
-    ``rope_scaling`` is recorded per row."""
-    rows, skipped = [], []
-    bar = tqdm(total=len(tasks) * len(lengths) * samples, desc="evaluate", disable=not progress, mininterval=2.0)
-    for spec in tasks:
-        task = make_task(spec)
-        for length in lengths:
-            try:
-                examples = [task.generate(tok, length, depths[i % len(depths)], seed + i) for i in range(samples)]
-            except LengthTooShort as err:
-                skipped.append({"task": spec, "length": length, "minimum": err.minimum})
-                bar.update(samples)
-                continue
-            for i in range(0, samples, batch_size):
-                chunk = examples[i:i + batch_size]
-                prompts = [chat_prompt(tok, ex.prompt, ex.metadata.get("answer_prefix")) if chat else ex.prompt
-                           for ex in chunk]
-                preds = generate(model, tok, prompts, task.max_new_tokens)
-                for ex, prompt, pred in zip(chunk, prompts, preds):
-                    refs = list(ex.references)
-                    n = None if chat else ex.metadata.get("n_tokens")
-                    rows.append({"index": len(rows), "pred": pred, "input": prompt, "outputs": refs,
-                                 "others": {}, "truncation": -1, "length": int(n or len(tok(prompt).input_ids)),
-                                 "task": spec, "target_length": length, "depth": ex.metadata.get("depth"),
-                                 "seed": ex.metadata.get("seed"), "score": float(task.score(pred, refs)),
-                                 "rope_scaling": rope_scaling, "chat_template": "on" if chat else "off"})
-                bar.update(len(chunk))
-    bar.close()
-    return rows, skipped
 
 
 def main(args: argparse.Namespace) -> int:

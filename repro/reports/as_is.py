@@ -1,8 +1,8 @@
 """Verdicts of a pretrained base evaluated as it is (the ``smol`` profile): ``TB-NIAH`` by needle depth within its
 window and ``RP-Tab4/5``'s extrapolation setting without training (training-free RoPE scaling past the window).
 
-Both read :func:`repro.stages.as_is.evaluate_as_is` records (``evaluate``'s prediction rows, 0/1 scores). The same
-prompts (seeds) are scored at every length and under every scaling, so each claim compares paired prompts: its
+Both read the smol profile's evaluation records (``evaluate_as_is``: ``evaluate``'s prediction rows, 0/1 scores).
+The same prompts (seeds) are scored at every length and under every scaling, so each claim compares paired prompts: its
 p-value is McNemar's exact test (:func:`repro.stats.mcnemar`), as a handful of prompts makes a normal approximation
 claim significance where there is none (two of two right against none of two: exact p = 0.5, a paired normal SE of
 0). The standard error recorded with a claim is the one that gives that p-value (:func:`exact_se`), so the

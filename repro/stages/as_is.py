@@ -1,7 +1,7 @@
 """The pretrained base evaluated as it is (a profile with ``real.enabled``, ``smol``): NIAH by needle depth within
 its window and RoPE-scaled beyond it, the way ``python -m repro evaluate`` runs it.
 
-:func:`evaluate_as_is` is ``evaluate``'s own evaluation (:func:`repro.cli.evaluate.predictions`: the chat template
+:func:`evaluate_as_is` is ``evaluate``'s own evaluation (:func:`repro.evaluate.prediction_rows`: the chat template
 as ``--chat-template`` decides, RULER's prediction rows) on the model's own config: its ``max_position_embeddings``
 are never raised, and a training-free RoPE scaling (``real.scalings``: ``linear:F``, ``dynamic:F``, ``yarn:F``) is
 the evaluation's explicit setting, recorded with every row. One cached JSON record per (scaling, grid) under
@@ -15,9 +15,8 @@ from pathlib import Path
 
 from transformers import AutoConfig
 
-from repro.cli.chat import chat_on
-from repro.cli.evaluate import predictions
 from repro.data.tokenizer import load_tokenizer
+from repro.evaluate import prediction_rows
 from repro.models import load_model, scaled_rope
 from repro.profiles import Profile
 from repro.profiles.real import parse_scaling
@@ -46,12 +45,12 @@ def evaluate_as_is(profile: Profile | str, lengths: tuple[int, ...], samples: in
 
     def compute() -> dict:
         tok = load_tokenizer(path)
-        chat = chat_on(tok, real.chat_template, repr(str(path)))
+        chat = chat_on(tok, real.chat_template, path)
         cfg = AutoConfig.from_pretrained(str(path))
         rope = None if factor is None else scaled_rope(cfg, kind, factor)
         model = load_model(path, rope=rope, **p.run.load_kwargs()).eval()  # its own positions: never raised
         t0 = time.perf_counter()
-        rows, skipped = predictions(model, tok, [TASK], list(lengths), list(ev.depths), samples, ev.seed,
+        rows, skipped = prediction_rows(model, tok, [TASK], list(lengths), list(ev.depths), samples, ev.seed,
                                     ev.batch_size, progress, chat, scaling)
         return {"checkpoint": str(path), "seconds": time.perf_counter() - t0, "rows": rows, "skipped": skipped,
                 "rope_scaling": scaling, "rope_parameters": rope,
@@ -59,6 +58,16 @@ def evaluate_as_is(profile: Profile | str, lengths: tuple[int, ...], samples: in
                 "chat_template": "on" if chat else "off", "chat_template_flag": real.chat_template}
 
     return cached_json(eval_path(run_dir, p, f"asis-{scaling.replace(':', '')}-{key}"), force, compute)
+
+
+def chat_on(tok, mode: str, path: Path) -> bool:
+    """Whether prompts go through ``tok``'s chat template under ``real.chat_template`` ``mode``, as ``evaluate
+    --chat-template`` decides (``auto``: when it has one); ``on`` without one is a ValueError."""
+    has = bool(getattr(tok, "chat_template", None))
+    if mode == "on" and not has:
+        raise ValueError(f"real.chat_template='on': the tokenizer of {str(path)!r} has no chat template; allowed: "
+                         "auto or off")
+    return has if mode == "auto" else mode == "on"
 
 
 def niah_by_depth(profile: Profile | str, run_dir: str | Path = "runs", force: bool = False,
