@@ -19,7 +19,8 @@ import numpy as np
 
 from repro.profiles import Profile
 from repro.reports.common import Report, model_note, pct
-from repro.reports.headline import Claim, Headline, judge
+from repro.claims.as_is import headlines
+from repro.reports.headline import judge
 from repro.stats import bernoulli_sd, mcnemar, paired_se
 
 TASK_LABEL = "niah_single_1"
@@ -50,35 +51,34 @@ def _acc(scores: Sequence[float]) -> tuple[float, float]:
 
 def tb_niah(record: Mapping[str, Any], p: Profile) -> tuple[dict[str, dict[tuple[int, float], float]], Report]:
     """TB-NIAH of the base as it is: accuracy per length x depth (the heat map's table, keyed by the model's name)
-    and the report. The claim tested: retrieval holds through the window, i.e. accuracy at the longest length within
-    the model's positions is the same as at the shortest (a claim of sameness: it fails when the drop is
-    significant)."""
+    and the report. The claim tested (:func:`repro.claims.as_is.headlines`): retrieval holds through the window, i.e.
+    accuracy at the longest of ``eval.lengths`` is the same as at the shortest (a claim of sameness: it fails when
+    the drop is significant)."""
     rows, name = record["rows"], p.model.pretrained
     cells: dict[tuple[int, float], list[float]] = {}
     for r in rows:
         cells.setdefault((int(r["target_length"]), float(r["depth"])), []).append(float(r["score"]))
     table = {k: float(np.mean(v)) for k, v in sorted(cells.items())}
     window = record.get("max_position_embeddings") or max(p.eval.lengths)
-    inside = sorted(L for L in {k[0] for k in cells} if L <= window)
-    by_len = {L: paired_scores(rows, L) for L in inside}
+    lengths = sorted({k[0] for k in cells})
+    by_len = {L: paired_scores(rows, L) for L in lengths}
     out = [{"model": name, "length": L, "depth": d, "accuracy %": pct(acc), "n": len(cells[(L, d)])}
            for (L, d), acc in table.items()]
     per_length = []
-    for L in inside:
+    for L in lengths:
         acc, se = _acc(list(by_len[L].values()))
         per_length.append({"model": name, "length": L, "depth": "all", "accuracy %": pct(acc), "SE %": pct(se),
                            "n": len(by_len[L])})
-    short, long_ = (inside[0], inside[-1]) if inside else (None, None)
     ours = {str(L): float(np.mean(list(s.values()))) for L, s in by_len.items()}
 
     def se(a: str, b: str) -> float | None:
-        seeds = sorted(set(by_len[int(a)]) & set(by_len[int(b)]))
-        return exact_se([by_len[int(a)][s] for s in seeds], [by_len[int(b)][s] for s in seeds]) if seeds else None
+        xa, xb = by_len.get(int(a)), by_len.get(int(b))
+        seeds = sorted(set(xa) & set(xb)) if xa is not None and xb is not None else []
+        return exact_se([xa[s] for s in seeds], [xb[s] for s in seeds]) if seeds else None
 
-    judged = None
-    if short is not None and short != long_:
-        claim = Claim(str(long_), str(short), "same", f"{TASK_LABEL} accuracy at {long_} vs {short} tokens")
-        judged = judge(Headline((claim,), "LongRecipe Tab. 1 (NIAH at the window)"), ours, se)
+    headline = headlines(p).get("TB-NIAH")
+    judged = judge(headline, ours, se) if headline else None
+    short, long_ = min(p.eval.lengths), max(p.eval.lengths)
     cap = (f"{TASK_LABEL} by length and needle depth, {p.eval.samples} prompts per cell (per length: "
            f"{len(p.eval.depths)} depths pooled, binomial SE), the pretrained model as it is: no RoPE scaling, its "
            f"own {window} positions, chat template {record['chat_template']} ({record['chat_template_flag']}). "
@@ -121,10 +121,10 @@ def rp_tab45(records: Mapping[str, Mapping[str, Any]], native: Mapping[str, Any]
                          "n": len(paired_scores(native["rows"], L)), "rope_parameters": "model's own",
                          "chat template": native["chat_template"]})
     lengths = p.real.scaled_lengths
-    claims = tuple(Claim(f"{s} @{L}", f"none @{L}", "higher", f"{TASK_LABEL} at {L} tokens")
-                   for s in records if s != "none" for L in lengths)
+    headline = headlines(p).get("RP-Tab4/5")  # each scaling above none at each scaled length
+    claims = headline.claims if headline else ()
 
-    def se(a: str, b: str) -> float | None:
+    def gap_se(a: str, b: str) -> float | None:
         (sa, la), (sb, lb) = (k.rsplit(" @", 1) for k in (a, b))
         xa, xb = by.get((sa, int(la))), by.get((sb, int(lb)))
         if xa is None or xb is None:
@@ -132,7 +132,7 @@ def rp_tab45(records: Mapping[str, Mapping[str, Any]], native: Mapping[str, Any]
         seeds = sorted(set(xa) & set(xb))
         return exact_se([xa[k] for k in seeds], [xb[k] for k in seeds]) if seeds else None
 
-    judged = judge(Headline(claims, "RP §4.3, Tab. 4/5 (YaRN at evaluation time)"), ours, se) if claims else None
+    judged = judge(headline, ours, gap_se) if headline else None
     window = next(iter(records.values()))["max_position_embeddings"] if records else None
     n = p.real.scaled_samples
     cap = (f"{TASK_LABEL} past the model's {window} positions with training-free RoPE scaling (on top of its own "

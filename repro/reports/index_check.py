@@ -66,7 +66,7 @@ def _declared(target: str, headline: Headline, recorded: Sequence[Mapping[str, A
 
 def check_verdict(target: str, row: Mapping[str, Any]) -> list[str]:
     """The problems of one row's verdict against its recorded claim tests (the rules in the module docstring)."""
-    headline, agrees, recorded = headline_of(target), row.get("agrees", ""), row.get("claims") or []
+    headline, agrees, recorded = headline_of(target, row.get("profile")), row.get("agrees", ""), row.get("claims") or []
     if headline is None:
         return [f"{target}: claim tests recorded, but the target declares no headline"] if recorded else []
     if not recorded:

@@ -32,10 +32,12 @@ def test_rp_tab45_needs_more_than_two_prompts_to_call_a_scaling_better():
     assert rep.agrees == "tie within noise"  # 2 of 2 against 0 of 2: McNemar's exact p = 0.5
     assert rejudge(rep.claims).verdict == rep.agrees  # the recorded gap and SE give the same verdict
     many = {"none": _record({16384: [0] * 12}), "yarn:2": _record({16384: [1] * 12}, "yarn:2")}
-    _, rep = rp_tab45(many, None, p.override(real={"scaled_samples": 12}))
+    _, rep = rp_tab45(many, None, p.override(real={"scaled_samples": 12, "scalings": ("none", "yarn:2")}))
     assert rep.agrees == "yes" and rep.claims[0]["a"] == "yarn:2 @16384"
     worse = {"none": _record({16384: [1] * 12}), "linear:2": _record({16384: [0] * 12}, "linear:2")}
-    assert rp_tab45(worse, None, p)[1].agrees == "no"
+    assert rp_tab45(worse, None, p.override(real={"scalings": ("none", "linear:2")}))[1].agrees == "no"
+    _, rep = rp_tab45(many, None, p)  # the profile's other scalings not evaluated: their claims untested
+    assert rep.agrees == "partly" and [c["outcome"] for c in rep.claims] == ["untested", "untested", "holds"]
 
 
 def test_tb_niah_holds_within_the_window_unless_the_drop_is_significant():
