@@ -158,12 +158,31 @@ def chat_prompt(tok, prompt: str, answer_prefix: str | None = None) -> str:
     return text + prefix
 
 
+def fit_example(task, tok, length: int, depth: float, seed: int, chat: bool):
+    """One example of ``task`` and the prompt the model reads: with ``chat``, the prompt in the chat template
+    (:func:`chat_prompt`), the example drawn again shorter by the template's tokens when the wrapped prompt would be
+    longer than ``length`` (as RULER counts its template's tokens in the length: a cell at the model's window stays
+    inside it). Raises :class:`LengthTooShort` as ``task.generate`` does."""
+    ex = task.generate(tok, length, depth, seed)
+    if not chat:
+        return ex, ex.prompt
+    prompt = chat_prompt(tok, ex.prompt, ex.metadata.get("answer_prefix"))
+    for _ in range(3):  # the template's tokens are nearly constant: one redraw fits, the others absorb a merge
+        over = len(tok(prompt).input_ids) - length
+        if over <= 0:
+            break
+        ex = task.generate(tok, len(tok(ex.prompt).input_ids) - over, depth, seed)
+        prompt = chat_prompt(tok, ex.prompt, ex.metadata.get("answer_prefix"))
+    return ex, prompt
+
+
 def prediction_rows(model, tok, tasks: list[str], lengths: list[int], depths: list[float], samples: int, seed: int,
                     batch_size: int, progress: bool, chat: bool = False,
                     rope_scaling: str = "none") -> tuple[list[dict], list[dict]]:
     """Prediction rows (the fields of ``python -m repro evaluate``'s ``predictions.jsonl``) of every task x length
     cell, ``samples`` each with depths taken in turn, and the cells skipped as too short for their task. ``chat``:
-    each prompt through :func:`chat_prompt` (the row's ``input`` and ``length`` are then the wrapped prompt's);
+    each prompt through :func:`chat_prompt`, fitted to the length with its template (:func:`fit_example`; the row's
+    ``input`` and ``length`` are then the wrapped prompt's);
     ``rope_scaling`` is recorded per row."""
     rows, skipped = [], []
     bar = tqdm(total=len(tasks) * len(lengths) * samples, desc="evaluate", disable=not progress, mininterval=2.0)
@@ -171,15 +190,14 @@ def prediction_rows(model, tok, tasks: list[str], lengths: list[int], depths: li
         task = make_task(spec)
         for length in lengths:
             try:
-                examples = [task.generate(tok, length, depths[i % len(depths)], seed + i) for i in range(samples)]
+                fitted = [fit_example(task, tok, length, depths[i % len(depths)], seed + i, chat)
+                          for i in range(samples)]
             except LengthTooShort as err:
                 skipped.append({"task": spec, "length": length, "minimum": err.minimum})
                 bar.update(samples)
                 continue
             for i in range(0, samples, batch_size):
-                chunk = examples[i:i + batch_size]
-                prompts = [chat_prompt(tok, ex.prompt, ex.metadata.get("answer_prefix")) if chat else ex.prompt
-                           for ex in chunk]
+                chunk, prompts = [ex for ex, _ in fitted[i:i + batch_size]], [q for _, q in fitted[i:i + batch_size]]
                 preds = generate(model, tok, prompts, task.max_new_tokens)
                 for ex, prompt, pred in zip(chunk, prompts, preds):
                     refs = list(ex.references)

@@ -279,6 +279,7 @@ def test_smol_profile_evaluates_the_model_as_it_is_with_its_chat_template_and_sc
     assert (native["rope_parameters"], native["max_position_embeddings"]) == (None, 8192)
     (row,) = native["rows"]
     assert row["input"].startswith("<|im_start|>system\n") and (row["target_length"], row["depth"]) == (256, 0.5)
+    assert 256 - 24 <= row["length"] <= 256  # the template's tokens count in the length (repro.evaluate.fit_example)
     assert row["score"] == 1.0, row["pred"]  # measured: the 7-digit value, at 256 as at 1K-8K (issue 45: 100%)
     scaled = scaled_niah(p, tmp_path, progress=False)
     assert scaled["none"] == native  # the same prompts: one record

@@ -20,7 +20,9 @@ The model's config is loaded as it is: a length past its ``max_position_embeddin
 one ``warning:`` line unless ``--rope-scaling`` scales RoPE (:mod:`repro.cli.rope_scaling`). With the chat template
 on (``--chat-template``; ``auto``: when the tokenizer has one, as lm-eval's ``--apply_chat_template``), each
 prompt's question goes into a user turn and its answer prefix opens the assistant's turn
-(:func:`repro.evaluate.chat_prompt`), as RULER and lm-eval place a task's answer prefix after the chat template.
+(:func:`repro.evaluate.chat_prompt`), as RULER and lm-eval place a task's answer prefix after the chat template;
+the template's tokens count in ``--lengths`` (the example is drawn shorter by them, as RULER counts its template's),
+so a cell at the model's window stays inside it.
 
 ``--lengths`` none of whose values any task can fill is refused before anything is loaded or written.
 """

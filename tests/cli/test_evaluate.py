@@ -159,7 +159,12 @@ def test_chat_template_wraps_each_prompt_and_is_recorded(tiny_model_dir, tmp_pat
         summary = json.loads((out / "summary.json").read_text())
         assert (summary["chat_template"], summary["chat_template_flag"]) == ("on" if on else "off", flag)
         for r in read_jsonl(out / "predictions.jsonl"):
-            ex = make_task("niah_single_1").generate(tok, 256, r["depth"], r["seed"])
+            task = make_task("niah_single_1")
+            ex = task.generate(tok, 256, r["depth"], r["seed"])
+            if on:  # the template's tokens count in the length: the example is drawn again shorter by them
+                wrapped = len(tok(f"<|user|>{ex.prompt}<|assistant|>").input_ids)
+                assert wrapped > 256 and r["length"] <= 256
+                ex = task.generate(tok, 256 - (wrapped - len(tok(ex.prompt).input_ids)), r["depth"], r["seed"])
             prefix = ex.metadata["answer_prefix"]
             question = ex.prompt[:-len(prefix)].rstrip()
             assert r["input"] == (f"<|user|>{question}<|assistant|>{prefix.lstrip()}" if on else ex.prompt)
