@@ -17,8 +17,9 @@ from pathlib import Path
 
 from repro.cli.common import CLIError, warn
 from repro.cli.train_checks import notice
+from repro.profiles.real import SCALING_KINDS, parse_scaling
 
-SCALINGS: tuple[str, ...] = ("linear", "dynamic", "yarn")
+SCALINGS: tuple[str, ...] = SCALING_KINDS[1:]
 """The kinds ``--rope-scaling`` takes besides ``none`` (transformers' ``rope_type`` names)."""
 FORMS = "none, linear:F, dynamic:F (dynamic NTK) or yarn:F, F a number > 1 (e.g. yarn:2)"
 """The allowed spellings, as error lines name them."""
@@ -43,19 +44,10 @@ class RopeScaling:
 
 def parse_rope_scaling(text: str) -> RopeScaling:
     """``--rope-scaling``'s value, or a :class:`CLIError` naming it and :data:`FORMS`."""
-    kind, colon, value = str(text).strip().partition(":")
-    if kind == "none" and not colon:
-        return RopeScaling("none", None)
-    bad = CLIError(f"--rope-scaling {text!r}; allowed: {FORMS}")
-    if kind not in SCALINGS or not colon:
-        raise bad
     try:
-        factor = float(value)
-    except ValueError:
-        raise bad from None
-    if not (math.isfinite(factor) and factor > 1):
-        raise bad
-    return RopeScaling(kind, factor)
+        return RopeScaling(*parse_scaling(str(text).strip(), f"--rope-scaling {text!r}", FORMS))
+    except ValueError as err:
+        raise CLIError(str(err)) from None
 
 
 def add_rope_scaling_arg(parser) -> None:

@@ -39,13 +39,15 @@ class RealModelConfig:
     at 512 tokens: about a minute for ``cdt.lr_sweep``'s six)."""
 
 
-def parse_scaling(text: str) -> tuple[str, float | None]:
-    """``none`` -> ``("none", None)``, ``kind:F`` -> ``(kind, F)``; a ValueError naming ``text`` and the allowed
-    forms otherwise."""
+def parse_scaling(text: str, label: str = "", allowed: str = "none, linear:F, dynamic:F or yarn:F with F > 1"
+                  ) -> tuple[str, float | None]:
+    """``none`` -> ``("none", None)``, ``kind:F`` -> ``(kind, F)``; otherwise a ValueError ``"<label>; allowed:
+    <allowed>"`` (``label`` default: ``real.scalings entry '<text>'``). ``evaluate --rope-scaling`` parses with it
+    too (:func:`repro.cli.rope_scaling.parse_rope_scaling`)."""
     kind, colon, value = str(text).partition(":")
     if kind == "none" and not colon:
         return "none", None
-    bad = ValueError(f"real.scalings entry {text!r}; allowed: none, linear:F, dynamic:F or yarn:F with F > 1")
+    bad = ValueError(f"{label or f'real.scalings entry {text!r}'}; allowed: {allowed}")
     if kind not in SCALING_KINDS[1:] or not colon:
         raise bad
     try:
