@@ -45,7 +45,7 @@ def server(tmp_path_factory):
                              "--ServerApp.open_browser=False", *(["--allow-root"] if os.geteuid() == 0 else [])],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 180
     while True:
         try:
             _get(base, "/api/status")

@@ -100,7 +100,7 @@ def test_second_run_is_cached_and_fast(smoke_run):
     t0 = time.perf_counter()
     status = reproduce("smoke", run_dir=root / "runs", figures_dir=root / "figures", log=lambda *_: None)
     assert all(s["status"] == "cached" for s in status.values())
-    assert time.perf_counter() - t0 < 5.0 < first
+    assert time.perf_counter() - t0 < first / 10  # a cache check, not a rerun (a bound that holds under load)
 
 
 @pytest.mark.notebooks

@@ -186,19 +186,22 @@ def load(name, path):
 load("repro.locks", {locks!r})
 cache = load("stage_cache", {module!r})
 from repro.io import atomic_dir
-stage, counter, sleep = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
+stage, counter, hold = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 with cache.compute_once(stage, "out.txt") as done:
     if done is None:
         with open(counter, "a") as f:
             f.write(f"{{os.getpid()}}\\n")
-        time.sleep(sleep)
+        while not Path(hold).exists():  # computes until the test has seen the others wait or refuse
+            time.sleep(0.05)
         with atomic_dir(stage) as tmp:
             (tmp / "out.txt").write_text(str(os.getpid()))
 print("RESULT", (stage / "out.txt").read_text())
 """
 
 
-def _worker(tmp_path: Path, sleep: float, **env) -> subprocess.Popen:
+def _worker(tmp_path: Path, hold: Path | None = None, **env) -> subprocess.Popen:
+    """A process computing the stage ``run/s-abc`` once, holding its lock until the file ``hold`` exists (no file:
+    it computes at once)."""
     code = WORKER.format(repo=str(REPO), module=str(REPO / "repro" / "stages" / "cache.py"),
                          locks=str(REPO / "repro" / "locks.py"))
     full = {**os.environ, "PYTHONPATH": str(REPO), **env}
@@ -206,7 +209,7 @@ def _worker(tmp_path: Path, sleep: float, **env) -> subprocess.Popen:
         if k not in env:
             full.pop(k, None)
     return subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "run" / "s-abc"), str(tmp_path / "calls"),
-                             str(sleep)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
+                             str(hold or tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
 
 
 def _calls(tmp_path: Path) -> list[int]:
@@ -218,20 +221,26 @@ def _wait_for_compute(tmp_path: Path, proc: subprocess.Popen, n: int = 1) -> Non
     t0 = time.monotonic()
     while len(_calls(tmp_path)) < n:
         assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() - t0 < 30, "the holder never started computing"
+        assert time.monotonic() - t0 < 120, "the holder never started computing"  # a liveness guard
         time.sleep(0.05)
 
 
 def test_a_second_process_waits_and_reuses_or_refuses_naming_the_holder(tmp_path):
-    holder = _worker(tmp_path, 3.0)
+    go = tmp_path / "go"
+    holder = _worker(tmp_path, go)
     _wait_for_compute(tmp_path, holder)
-    waiter = _worker(tmp_path, 0.0)
-    refuser = _worker(tmp_path, 0.0, REPRO_LOCK_WAIT="0")
-    impatient = _worker(tmp_path, 0.0, REPRO_LOCK_TIMEOUT="0.5")
-    out_r, err_r = refuser.communicate(timeout=30)
-    out_i, err_i = impatient.communicate(timeout=30)
-    out_h, err_h = holder.communicate(timeout=30)
-    out_w, err_w = waiter.communicate(timeout=30)
+    waiter = _worker(tmp_path)
+    refuser = _worker(tmp_path, REPRO_LOCK_WAIT="0")
+    impatient = _worker(tmp_path, REPRO_LOCK_TIMEOUT="0.5")
+    out_r, err_r = refuser.communicate(timeout=120)  # the holder computes until both have given up ...
+    out_i, err_i = impatient.communicate(timeout=120)
+    waiting = ""
+    while "waiting for stage" not in waiting and (line := waiter.stderr.readline()):  # ... and the waiter waits
+        waiting += line
+    go.touch()
+    out_h, err_h = holder.communicate(timeout=120)
+    out_w, err_w = waiter.communicate(timeout=120)
+    err_w = waiting + err_w
     assert holder.returncode == 0 and waiter.returncode == 0, (err_h, err_w)
     assert _calls(tmp_path) == [holder.pid]  # computed exactly once
     assert out_w.strip() == out_h.strip() == f"RESULT {holder.pid}"
@@ -243,14 +252,14 @@ def test_a_second_process_waits_and_reuses_or_refuses_naming_the_holder(tmp_path
 
 
 def test_the_lock_of_a_killed_holder_is_taken_over(tmp_path):
-    holder = _worker(tmp_path, 60.0)
+    holder = _worker(tmp_path, tmp_path / "never")
     _wait_for_compute(tmp_path, holder)
     os.kill(holder.pid, signal.SIGKILL)
-    holder.communicate(timeout=30)
+    holder.communicate(timeout=120)
     lock = lock_path(tmp_path / "run" / "s-abc")
     assert json.loads(lock.read_text())["pid"] == holder.pid  # left behind, but no longer locked
-    nxt = _worker(tmp_path, 0.0, REPRO_LOCK_WAIT="0")
-    out, err = nxt.communicate(timeout=30)
+    nxt = _worker(tmp_path, REPRO_LOCK_WAIT="0")
+    out, err = nxt.communicate(timeout=120)
     assert nxt.returncode == 0, err
     assert _calls(tmp_path) == [holder.pid, nxt.pid] and out.strip() == f"RESULT {nxt.pid}"
     assert f"took over the lock left by pid {holder.pid}" in err
