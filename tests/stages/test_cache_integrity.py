@@ -208,8 +208,8 @@ def _worker(tmp_path: Path, hold: Path | None = None, **env) -> subprocess.Popen
     for k in ("REPRO_LOCK_WAIT", "REPRO_LOCK_TIMEOUT"):
         if k not in env:
             full.pop(k, None)
-    return subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "run" / "s-abc"), str(tmp_path / "calls"),
-                             str(hold or tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
+    argv = [sys.executable, "-c", code, str(tmp_path / "run" / "s-abc"), str(tmp_path / "calls"), str(hold or tmp_path)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
 
 
 def _calls(tmp_path: Path) -> list[int]:
