@@ -23,22 +23,22 @@ from typing import Iterator, Mapping, Sequence
 
 from repro.arms import builder_of
 from repro.methods.armspec import split_seed
-from repro.papers import PAPERS
+from repro.io import read_jsonl
+from repro.papers import PAPERS, paper_of
 
 SHARED = "shared testbed"
 """The row of what no one paper owns: set-up, corpus, base model, FLT, the shared evaluation suite."""
 TRAIN_CELL = "stages.train_arms("
 """The call that trains the extension arms side by side (the training notebook's context-extension cell)."""
-TARGET_ID = re.compile(r"\b(" + "|".join(PAPERS.values()) + r")-[A-Za-z0-9]")
-"""A paper's target id (``LR-Tab1``, ``RP-Fig4``, ...); its group is the paper's prefix."""
-PAPER_OF_PREFIX = {prefix: name for name, prefix in PAPERS.items()}
+TARGET_ID = re.compile(r"\b(?:" + "|".join(PAPERS.values()) + r")-[A-Za-z0-9]")
+"""The start of a paper's target id (``LR-Tab1``, ``RP-Fig4``, ...)."""
 TESTBED_ARMS = ("flt",)
 """Extension arms of the shared testbed (the baseline every paper compares with)."""
 
 
 def papers_named(text: str) -> set[str]:
     """The papers whose target ids ``text`` names."""
-    return {PAPER_OF_PREFIX[m.group(1)] for m in TARGET_ID.finditer(text)}
+    return {paper_of(m.group(0)) for m in TARGET_ID.finditer(text)}
 
 
 def code_cells(nb: Mapping) -> Iterator[tuple[str, str, float]]:
@@ -70,7 +70,7 @@ def arm_seconds(stage_root: Path) -> dict[str, float]:
         if not metrics.exists():
             continue
         arm = d.name[len("extend-"):].rsplit("-", 1)[0]
-        secs = sum(json.loads(ln).get("seconds", 0.0) for ln in metrics.read_text().splitlines() if ln.strip())
+        secs = sum(row.get("seconds", 0.0) for row in read_jsonl(metrics))
         if arm not in out or d.stat().st_mtime > out[arm][0]:
             out[arm] = (d.stat().st_mtime, secs)
     return {a: s for a, (_, s) in sorted(out.items())}
@@ -84,19 +84,21 @@ def run_time(stage_root: Path) -> dict:
     notebooks: dict[str, float] = {}
     papers: dict[str, float] = defaultdict(float)
     arms = arm_seconds(stage_root)
+    trained = sum(arms.values())
     for path in sorted((stage_root / "notebooks").glob("*.ipynb")):
         if path.name.startswith("."):
             continue
         cells = list(code_cells(json.loads(path.read_text())))
+        in_cells = sum(s for *_, s in cells)
         done = path.with_name(f"{path.stem}.done.json")
-        notebooks[path.stem] = json.loads(done.read_text())["seconds"] if done.exists() else sum(s for *_, s in cells)
-        papers[SHARED] += max(0.0, notebooks[path.stem] - sum(s for *_, s in cells))
+        notebooks[path.stem] = json.loads(done.read_text())["seconds"] if done.exists() else in_cells
+        papers[SHARED] += max(0.0, notebooks[path.stem] - in_cells)
         named = set().union(*(papers_named(h + src) for h, src, _ in cells))
         own = named.pop() if len(named) == 1 else SHARED  # a notebook of one paper owns its set-up cells
         for heading, src, secs in cells:
-            if TRAIN_CELL in src and sum(arms.values()) > 0:
+            if TRAIN_CELL in src and trained > 0:
                 for arm, s in arms.items():
-                    papers[arm_paper(arm)] += secs * s / sum(arms.values())
+                    papers[arm_paper(arm)] += secs * s / trained
                 continue
             which = papers_named(heading + src)
             papers[which.pop() if len(which) == 1 else own] += secs
