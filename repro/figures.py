@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from repro.figures_index import render_pages
 from repro.io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from repro.papers import ALL, check_paper, paper_of
+from repro.plotting.rules import figure_problems
 from repro.provenance import current_commit, current_run
 from repro import display
 from repro.targets import get_target
@@ -93,6 +94,8 @@ class Recorder:
             if k == "file":
                 if v not in row["files"]:
                     row["files"] = sorted([*row["files"], v])
+            elif k == "rules":  # per figure name: a target's figures are checked one by one
+                row["rules"] = dict(sorted({**row.get("rules", {}), **v}.items()))
             else:
                 row[k] = v
         index[target_id] = row
@@ -111,6 +114,7 @@ class Recorder:
             return None
         name = name or target_id
         _check_name(name)
+        problems = figure_problems(fig)  # before saving: it draws the figure, as savefig would
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
         png = atomic_write_bytes(self.dir / f"{name}.png", buf.getvalue())
@@ -118,7 +122,7 @@ class Recorder:
         fig.savefig(buf, format="pdf", bbox_inches="tight",
                     metadata={"Creator": None, "Producer": None, "CreationDate": None})
         atomic_write_bytes(self.dir / f"{name}.pdf", buf.getvalue())
-        self._update(target_id, file=png.name)
+        self._update(target_id, file=png.name, rules={name: problems})
         if self.show:
             display.show_png(png.read_bytes())
             display.close_figure(fig)

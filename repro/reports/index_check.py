@@ -19,6 +19,10 @@ recorded claim tests say.
 :func:`repro.figures_index.render_pages` renders from ``index.json`` (nothing edited by hand, nothing stale), and no
 cell of ``INDEX.md`` is longer than :data:`repro.figures_index.MAX_CELL` characters.
 
+Every figure is held to :mod:`repro.plotting.rules`: the problems the recorder found on a figure
+(``rules`` in its row) are problems of the index; :func:`rules_coverage` counts the figures checked against the rules
+(rows written before the rules existed carry none).
+
 ``python -m repro.reports.index_check [FIGURES_DIR]`` prints the problems of ``FIGURES_DIR/index.json`` and its pages
 (default ``figures``) and exits 1 when there are any.
 """
@@ -101,6 +105,17 @@ def check_provenance(target: str, row: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def check_rules(target: str, row: Mapping[str, Any]) -> list[str]:
+    """The figure-rule problems the recorder found on each of the row's figures (:mod:`repro.plotting.rules`)."""
+    return [f"{target}: figure {name}: {q}" for name, qs in (row.get("rules") or {}).items() for q in qs]
+
+
+def rules_coverage(records: Mapping[str, Mapping[str, Any]]) -> tuple[int, int]:
+    """``(checked, figures)``: how many of the index's figures (``.png`` files) were checked against the rules."""
+    names = [(row, f[:-4]) for row in records.values() for f in row.get("files", []) if f.endswith(".png")]
+    return sum(1 for row, n in names if n in (row.get("rules") or {})), len(names)
+
+
 def _one_of(field: str, rows: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """A problem when the pipeline's rows name more than one ``field``, listing the ids of each."""
     by: dict[str, list[str]] = {}
@@ -117,7 +132,7 @@ def check_index(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     problems = [f"{tid}: not a known target id" for tid in records if tid not in TARGETS]
     pipeline = {tid: row for tid, row in records.items() if tid not in SEPARATE}
     for tid, row in records.items():
-        problems += check_provenance(tid, row)
+        problems += check_provenance(tid, row) + check_rules(tid, row)
         if tid in TARGETS:
             problems += check_verdict(tid, row)
     for field in PROVENANCE:
@@ -155,9 +170,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Print the problems of ``<figures dir>/index.json`` and its pages; 1 when there are any."""
     args = list(sys.argv[1:] if argv is None else argv)
     folder = Path(args[0] if args else "figures")
-    problems = check_index(read_json(folder / "index.json")) + check_pages(folder)
+    records = read_json(folder / "index.json")
+    problems = check_index(records) + check_pages(folder)
     for p in problems:
         print(p)
+    checked, figures = rules_coverage(records)
+    print(f"{folder}: {checked} of {figures} figure(s) checked against the figure rules (repro.plotting.rules)")
     print(f"{folder / 'index.json'}: {len(problems)} problem(s)")
     return 1 if problems else 0
 
