@@ -81,12 +81,24 @@ def measured(name: str, p: Profile, run_dir: str | Path, force: bool, measure: C
     per profile, code version (:func:`repro.pipeline.source_hash`) and ``key`` (what else it depends on, e.g. the arms
     trained) and cached under ``<run_dir>/<profile>/bench/`` like every stage; ``force`` measures again. A notebook
     run again on the same code (another ``--paper``, "Run All", a test) reuses the timing instead of re-timing."""
-    path = Path(run_dir) / p.name / "bench" / f"{name}-{config_hash({'profile': p, 'src': source_hash(), **key})}.json"
+    path = _bench_path(name, p, run_dir, key)
     if path.exists() and not force:
         return json.loads(path.read_text())  # JSON, never pickle: nothing read from disk runs code
     out = json.loads(json.dumps(measure(), default=_plain))  # the value a rerun reads back: lists for tuples
     atomic_write_text(path, json.dumps(out))
     return out
+
+
+def _bench_path(name: str, p: Profile, run_dir: str | Path, key: dict) -> Path:
+    """Where :func:`measured` caches benchmark ``name`` of this profile, code version and ``key``."""
+    return Path(run_dir) / p.name / "bench" / f"{name}-{config_hash({'profile': p, 'src': source_hash(), **key})}.json"
+
+
+def measured_before(name: str, p: Profile, run_dir: str | Path, **key: Any) -> Any | None:
+    """The benchmark ``name`` as :func:`measured` cached it on this code version with ``key`` (e.g. the evaluation
+    notebook's RP-Fig4 reads the training notebook's RP-Cost timing), or None when it was not measured."""
+    path = _bench_path(name, p, run_dir, key)
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def _plain(value: Any) -> Any:

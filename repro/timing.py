@@ -11,7 +11,8 @@ rounds stay paired."""
 from __future__ import annotations
 
 import gc
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
@@ -56,3 +57,29 @@ def _rounds(arms, rounds, warmup, step, desc, progress, settle, out: dict[str, l
                 if kept:
                     out[arm].append(value)
                 bar.update(1)
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """Where one arm's seconds per step come from, for a comparison at equal wall-clock."""
+
+    seconds: float
+    """Seconds per optimizer step (a median over the measurement's steps or rounds)."""
+    threads: int
+    """torch CPU threads of the process that timed it (0: the process's own default)."""
+    beside: int
+    """How many other processes were computing beside it (0: it ran alone; an interleaved benchmark runs alone)."""
+    source: str
+    """Which measurement: e.g. ``RP-Cost interleaved benchmark``, or ``its own training run``."""
+
+
+def check_equal_timing(timings: Mapping[str, StepTiming], what: str) -> None:
+    """Raise ValueError when two arms of one equal-wall-clock comparison (``what``) were timed under different thread
+    counts, beside different numbers of other processes, or by different measurements: their seconds per step would
+    not compare (a step beside another stage took 1.9x the same step alone in the tiny run)."""
+    conditions = {(t.threads, t.beside, t.source): name for name, t in timings.items()}
+    if len(conditions) > 1:
+        seen = "; ".join(f"{name}: {threads} thread(s), beside {beside} process(es), {source}"
+                         for (threads, beside, source), name in conditions.items())
+        raise ValueError(f"{what}: arms timed under different conditions ({seen}); allowed: one measurement at one "
+                         f"thread count with the same concurrency for every arm")

@@ -410,10 +410,15 @@ def selfdistill_method(p: Profile, name: str, tokenizer, corpus_rows, seed: int 
                             longce=longce_config(p) if arm.spec.longce else None, stop_at=rp_schedule(p, name)[1])
 
 
+SCHEDULE_FIELDS = {"early": ("ablation_steps",), "matched": ("matched_steps_ratio",)}
+"""The ``selfdistill`` field each schedule reads: only an arm of that schedule has it in its key (raising the
+matched Standard's steps retrains that arm alone)."""
+
+
 def rp_cache_fields(p: Profile, arm: RPArm) -> dict:
     """What of the profile a self-distillation arm's weights depend on beyond ``extend`` and the base."""
     sd = p.selfdistill
-    used = ("rope_theta", "bf16", "ablation_steps", "matched_steps_ratio", "longce_window", "longce_stride")
+    used = ("rope_theta", "bf16", "longce_window", "longce_stride", *SCHEDULE_FIELDS.get(arm.schedule, ()))
     return {"rp": asdict(arm.spec), "schedule": arm.schedule, "selfdistill": {k: getattr(sd, k) for k in used}}
 
 

@@ -1,8 +1,8 @@
 """The rules every committed figure keeps, checked on the matplotlib figure object itself.
 
-:func:`figure_problems` returns what a figure breaks (an empty list when nothing); :class:`repro.figures.Recorder`
-runs it on every figure it saves and records the result in ``index.json`` (``rules``: figure name -> its problems), where
-:mod:`repro.reports.index_check` reports it. The rules:
+:func:`figure_problems` returns what a figure breaks (an empty list when nothing);
+:class:`repro.figures.Recorder` runs it on every figure it saves and records the result in ``index.json``
+(``rules``: figure name -> its problems), where :mod:`repro.reports.index_check` reports it. The rules:
 
 - at most :data:`MAX_SERIES` data series on one axes (more: small multiples, or mute the context arms);
 - no legend over any axes' data area (legends sit beside the axes or below them);

@@ -26,6 +26,7 @@ from repro.reports.selfdistill import verdict_of
 from repro.reports.testbed import doable_ruler
 from repro.stats import seed_spread
 from repro.tasks.summary import NIAH_TASKS, RULER_TASKS
+from repro.timing import StepTiming, check_equal_timing
 
 PAPER_RATIO = 1.6
 """§3.7: the method's wall-clock per step relative to Standard."""
@@ -135,14 +136,36 @@ def fig4_tasks(suite, p: Profile) -> tuple[tuple[str, ...], str]:
     return (doable, f"RULER-doable ({len(doable)} tasks)") if doable else (RULER_TASKS, "RULER-13")
 
 
-def rp_fig4(curves: Mapping[str, Mapping[int, Mapping[str, Any]]], seconds: Mapping[str, float | None],
+FIG4_BENCH = {"rp_skip": "skip, prefix-shared", "rp_standard_matched": "Standard"}
+"""RP-Fig4's curve arm -> the arm of RP-Cost's interleaved benchmark that times its objective (the wall-clock-matched
+Standard trains Standard's objective)."""
+
+
+def fig4_timings(bench: Mapping[str, Mapping[str, Any]] | None) -> dict[str, StepTiming]:
+    """RP-Fig4's seconds per step of each curve arm from one fair measurement: RP-Cost's interleaved step benchmark
+    (``bench``: :func:`repro.bench.selfdistill_cost.measure_rp_step_costs`; the arms' steps alternate on the same
+    rows in one process that runs alone). The curve arms' own training clocks are not used: they trained beside
+    different neighbours. Empty without a benchmark."""
+    out = {}
+    for arm, b in FIG4_BENCH.items():
+        r = (bench or {}).get(b)
+        if r:
+            out[arm] = StepTiming(float(r["seconds_per_step"]), int(r.get("threads") or 0), 0,
+                                  f"RP-Cost interleaved benchmark (median of {len(r.get('seconds', []))} rounds)")
+    return out
+
+
+def rp_fig4(curves: Mapping[str, Mapping[int, Mapping[str, Any]]], timings: Mapping[str, StepTiming],
             suite, p: Profile) -> tuple[dict[str, list[tuple[float, float, float | None]]], Report]:
     """RP-Fig4: RULER at the target against wall-clock for each curve arm (``curves``: arm -> step -> record of
-    RULER at the target; ``seconds``: arm -> its median seconds per step). Wall-clock = step x seconds per step.
+    RULER at the target; ``timings``: arm -> its seconds per step, :func:`fig4_timings`). Wall-clock = step x seconds
+    per step, every arm's from one measurement (:func:`repro.timing.check_equal_timing` refuses others).
     ``suite`` holds the base's records (which tasks it can do: :func:`fig4_tasks`) and, where trained, the main
     arms' (their training-seed spread widens the standard error). Returns the points, arm -> ``(wall-clock s,
     percent, SE)`` (SE: over the checkpoint's prompts, widened by the main arms' pooled seed spread; None below two
     prompts a task), and the report."""
+    check_equal_timing({n: t for n, t in timings.items() if n in curves}, "RP-Fig4")
+    seconds = {n: t.seconds for n, t in timings.items()}
     target = p.extend.target_window
     tasks, metric = fig4_tasks(suite, p)
     spread = GapTest(suite, "suite", macro(tasks, target)).pooled_seed_std() if suite else None
@@ -161,10 +184,16 @@ def rp_fig4(curves: Mapping[str, Mapping[int, Mapping[str, Any]]], seconds: Mapp
                          "wall-clock s": round(step * sps, 1), metric: round(100 * v, 1),
                          "SE": _num(se)})
     verdict, how = judged = _fig4_verdict(curves, seconds, suite, tasks, target, metric)
-    cap = (f"RP-Fig4 data: {metric} (percent) at the target {target} along training, against wall-clock (step x the "
-           f"run's median seconds per step); Standard trained {p.selfdistill.matched_steps_ratio}x the steps. SE: over "
-           f"each checkpoint's prompts, widened by the main arms' pooled training-seed spread (each curve has one "
-           f"seed). Scale: {scale_note(p, p.selfdistill.ablation_samples)}.")
+    first = next(iter(timings.values()), None)
+    timed = ("no timing: run the training notebook's RP-Cost first" if first is None else
+             f"{first.source}, {first.threads or 'default'} CPU thread(s), run alone: "
+             + ", ".join(f"{n} {t.seconds:.3f} s ({FIG4_BENCH[n]})" for n, t in timings.items())
+             + "; the arms' own training clocks are not used, since they trained beside different neighbours")
+    cap = (f"RP-Fig4 data: {metric} (percent) at the target {target} along training, against wall-clock = step x "
+           f"the seconds per step of the arm's objective from one fair measurement ({timed}); Standard trained "
+           f"{p.selfdistill.matched_steps_ratio}x the steps. SE: over each checkpoint's prompts, widened by the main "
+           f"arms' pooled training-seed spread (each curve has one seed). Scale: "
+           f"{scale_note(p, p.selfdistill.ablation_samples)}.")
     rep = Report("RP-Fig4", [{"name": "RP-Fig4", "rows": rows,
                               "columns": list(rows[0]) if rows else ["arm"], "caption": cap}],
                  ours="; ".join(f"{n}: " + ", ".join(f"{v:.1f}@{t:.0f}s" for t, v, _ in pts)

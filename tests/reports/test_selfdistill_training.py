@@ -7,8 +7,9 @@ import statistics
 import pytest
 
 from repro.profiles import get_profile
-from repro.reports.selfdistill_training import fig4_tasks, rp_cost, rp_fig4, rp_tab7, run_seconds
+from repro.reports.selfdistill_training import fig4_tasks, fig4_timings, rp_cost, rp_fig4, rp_tab7, run_seconds
 from repro.tasks.summary import NIAH_TASKS, RULER_TASKS
+from repro.timing import StepTiming, check_equal_timing
 from tests.reports.records import make_suite, record, rows
 
 P = get_profile("tiny")
@@ -71,11 +72,42 @@ def _gap_and_se(note: str) -> tuple[float, float]:
     return float(m.group(1)), float(m.group(2))
 
 
+def _timed(skip, standard=None):
+    """RP-Fig4's timings of one benchmark run: skip's and (where given) Standard's seconds per step."""
+    out = {"rp_skip": StepTiming(skip, 2, 0, "bench")}
+    if standard is not None:
+        out["rp_standard_matched"] = StepTiming(standard, 2, 0, "bench")
+    return out
+
+
+def test_fig4_timings_come_from_the_interleaved_benchmark_not_the_training_runs():
+    bench = {**_bench([1.9, 2.0, 1.8, 1.9]), "Standard": {"seconds": [0.6, 0.7, 0.65], "seconds_per_step": 0.65,
+                                                          "ratio": 1.0, "threads": 2}}
+    bench["skip, prefix-shared"]["threads"] = 2
+    t = fig4_timings(bench)
+    assert t["rp_standard_matched"] == StepTiming(0.65, 2, 0, "RP-Cost interleaved benchmark (median of 3 rounds)")
+    assert t["rp_skip"].seconds == pytest.approx(statistics.median([1.9, 2.2, 1.62, 1.9]))
+    assert fig4_timings(None) == {} and fig4_timings({"Standard": bench["Standard"]}).keys() == {"rp_standard_matched"}
+
+
+def test_rp_fig4_refuses_arms_timed_under_different_threads_or_concurrency():
+    curves = {"rp_skip": {100: _ruler(0.5)}, "rp_standard_matched": {100: _ruler(0.4)}}
+    base = {"base": make_suite()["base"]}
+    alone = StepTiming(1.2, 2, 0, "bench")
+    for other in (StepTiming(2.6, 1, 0, "bench"), StepTiming(2.6, 2, 1, "bench"), StepTiming(2.6, 2, 0, "own run")):
+        with pytest.raises(ValueError, match="RP-Fig4: arms timed under different conditions"):
+            rp_fig4(curves, {"rp_skip": alone, "rp_standard_matched": other}, base, P)
+    with pytest.raises(ValueError, match=r"rp_skip: 2 thread\(s\), beside 0 process\(es\), bench; "
+                                         r"rp_standard_matched: 1 thread\(s\), beside 0"):
+        check_equal_timing({"rp_skip": alone, "rp_standard_matched": StepTiming(2.6, 1, 0, "bench")}, "RP-Fig4")
+    check_equal_timing({"rp_skip": alone, "rp_standard_matched": StepTiming(0.6, 2, 0, "bench")}, "RP-Fig4")
+
+
 def test_rp_fig4_wallclock_and_verdict():
     base = {"base": make_suite()["base"]}
     curves = {"rp_skip": {100: _ruler(0.5), 200: _ruler(0.8)},
               "rp_standard_matched": {100: _ruler(0.4), 200: _ruler(0.6), 300: _ruler(0.7)}}
-    points, rep = rp_fig4(curves, {"rp_skip": 1.5, "rp_standard_matched": 1.0}, base, P)
+    points, rep = rp_fig4(curves, _timed(1.5, 1.0), base, P)
     assert [(t, v) for t, v, _ in points["rp_skip"]] == [(150.0, pytest.approx(50.0)), (300.0, pytest.approx(80.0))]
     assert [t for t, _, _ in points["rp_standard_matched"]] == [100.0, 200.0, 300.0]
     # each point's SE over its 8 doable tasks' 10 prompts: 100 sqrt(8 x 0.5 x 0.5 / 10) / 8 at 50%
@@ -88,11 +120,14 @@ def test_rp_fig4_wallclock_and_verdict():
                                    "wall-clock): holds" in rep.note
     assert _gap_and_se(rep.note) == (pytest.approx(10.0), pytest.approx(se, rel=0.05))  # bootstrap ~ analytic
     assert "read at 300 s, the last wall-clock both curves reach" in rep.note
+    cap = rep.tables[0]["caption"]
+    assert "one fair measurement (bench, 2 CPU thread(s), run alone: rp_skip 1.500 s (skip, prefix-shared), " \
+           "rp_standard_matched 1.000 s (Standard)" in cap and "own training clocks are not used" in cap
     curves["rp_standard_matched"][300] = _ruler(0.9)
-    assert rp_fig4(curves, {"rp_skip": 1.5, "rp_standard_matched": 1.0}, base, P)[1].agrees == "no"
+    assert rp_fig4(curves, _timed(1.5, 1.0), base, P)[1].agrees == "no"
     curves["rp_standard_matched"][300] = _ruler(0.8)
-    assert rp_fig4(curves, {"rp_skip": 1.5, "rp_standard_matched": 1.0}, base, P)[1].agrees == "tie within noise"
-    assert rp_fig4({"rp_skip": curves["rp_skip"]}, {"rp_skip": 1.5}, base, P)[1].agrees == "n/a"
+    assert rp_fig4(curves, _timed(1.5, 1.0), base, P)[1].agrees == "tie within noise"
+    assert rp_fig4({"rp_skip": curves["rp_skip"]}, _timed(1.5), base, P)[1].agrees == "n/a"
 
 
 def test_rp_fig4_matches_wallclock_by_interpolating_per_prompt():
@@ -101,7 +136,7 @@ def test_rp_fig4_matches_wallclock_by_interpolating_per_prompt():
     base = {"base": make_suite()["base"]}
     curves = {"rp_skip": {100: _ruler(0.5), 200: _ruler(0.8)},
               "rp_standard_matched": {200: _ruler(0.6), 400: _ruler(1.0)}}
-    rep = rp_fig4(curves, {"rp_skip": 1.5, "rp_standard_matched": 1.0}, base, P)[1]
+    rep = rp_fig4(curves, _timed(1.5, 1.0), base, P)[1]
     assert rep.agrees == "tie within noise" and "tie (gap +0 +-" in rep.note
     assert "rp_skip ends at 300 s, rp_standard_matched ends at 400 s" in rep.note
 
@@ -113,7 +148,7 @@ def test_rp_fig4_widened_by_the_main_arms_seed_spread():
     for name, acc in (("rp_standard", 0.4), ("rp_standard@seed1", 0.5), ("rp_standard@seed2", 0.6)):
         suite[name] = {"suite": _ruler(acc)}
     curves = {"rp_skip": {200: _ruler(0.8)}, "rp_standard_matched": {300: _ruler(0.7)}}
-    points, rep = rp_fig4(curves, {"rp_skip": 1.5, "rp_standard_matched": 1.0}, suite, P)
+    points, rep = rp_fig4(curves, _timed(1.5, 1.0), suite, P)
     assert points["rp_skip"][0][2] == pytest.approx(math.hypot(100 * math.sqrt(8 * 0.8 * 0.2 / 10) / 8, 10.0))
     se = math.sqrt((100 * math.sqrt(0.1 * 0.9 / 10 / 8)) ** 2 + 2 * 10.0 ** 2)
     assert rep.agrees == "tie within noise" and _gap_and_se(rep.note) == (pytest.approx(10.0),
