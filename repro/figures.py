@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from repro.figures_index import render_pages
 from repro.io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from repro.papers import ALL, check_paper, paper_of
-from repro.plotting.rules import figure_problems
+from repro.figure_rules import figure_problems
 from repro.provenance import current_commit, current_run
 from repro import display
 from repro.targets import get_target

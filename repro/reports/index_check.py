@@ -19,7 +19,7 @@ recorded claim tests say.
 :func:`repro.figures_index.render_pages` renders from ``index.json`` (nothing edited by hand, nothing stale), and no
 cell of ``INDEX.md`` is longer than :data:`repro.figures_index.MAX_CELL` characters.
 
-Every figure is held to :mod:`repro.plotting.rules`: the problems the recorder found on a figure
+Every figure is held to :mod:`repro.figure_rules`: the problems the recorder found on a figure
 (``rules`` in its row) are problems of the index; :func:`rules_coverage` counts the figures checked against the rules
 (rows written before the rules existed carry none).
 
@@ -106,7 +106,7 @@ def check_provenance(target: str, row: Mapping[str, Any]) -> list[str]:
 
 
 def check_rules(target: str, row: Mapping[str, Any]) -> list[str]:
-    """The figure-rule problems the recorder found on each of the row's figures (:mod:`repro.plotting.rules`)."""
+    """The figure-rule problems the recorder found on each of the row's figures (:mod:`repro.figure_rules`)."""
     return [f"{target}: figure {name}: {q}" for name, qs in (row.get("rules") or {}).items() for q in qs]
 
 
@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for p in problems:
         print(p)
     checked, figures = rules_coverage(records)
-    print(f"{folder}: {checked} of {figures} figure(s) checked against the figure rules (repro.plotting.rules)")
+    print(f"{folder}: {checked} of {figures} figure(s) checked against the figure rules (repro.figure_rules)")
     print(f"{folder / 'index.json'}: {len(problems)} problem(s)")
     return 1 if problems else 0
 

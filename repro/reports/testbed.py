@@ -16,6 +16,7 @@ from repro.profiles import Profile
 from repro.reports.common import TIE, Report, compare, label, pct, scores_of
 from repro.reports.noise import pair_rows
 from repro.tasks.summary import ruler_in_suite
+from repro.timing import StepTiming, check_equal_timing
 
 
 # -- what the base can do ------------------------------------------------------------------------
@@ -143,8 +144,36 @@ def tb_base_loss(metrics: Sequence[Mapping[str, Any]]) -> Report:
                   f"running train exact match {state['method_em']:.2f}", agrees="n/a")
 
 
-def tb_ext_loss(ext: Mapping[str, Sequence[Mapping[str, Any]]]) -> Report:
-    """TB-ExtLoss: final loss and training throughput (tokens per second over all steps) of each extension arm."""
-    tps = {name: sum(m["tokens"] for m in ms) / sum(m["seconds"] for m in ms) for name, ms in ext.items()}
-    return Report("TB-ExtLoss", ours="; ".join(f"{n}: final loss {ms[-1]['loss']:.3f}, {tps[n]:.0f} tok/s"
-                                               for n, ms in ext.items()), agrees="n/a")
+def tb_ext_loss(ext: Mapping[str, Sequence[Mapping[str, Any]]], timings: Mapping[str, StepTiming]) -> Report:
+    """TB-ExtLoss: each extension arm's steps, final loss and how its own training run was timed (``timings``:
+    arm -> :class:`repro.timing.StepTiming`, as the training notebook takes it from the schedule). Tokens per second
+    are given only for the arms timed alike: the largest group timed under one condition with nothing beside it (the
+    arms trained alone at equal threads, :func:`repro.timing.check_equal_timing`); an arm trained beside other stages
+    has no comparable clock (the same objective ran 3.4x slower per token beside another stage than alone), so its
+    cell names the condition instead."""
+    alone = [n for n in ext if n in timings and timings[n].beside == 0]
+    by_threads: dict[int, list[str]] = {}
+    for n in alone:
+        by_threads.setdefault(timings[n].threads, []).append(n)
+    fair = max(by_threads.values(), key=len, default=[])
+    check_equal_timing({n: timings[n] for n in fair}, "TB-ExtLoss tokens per second")
+    rows = []
+    for name, ms in ext.items():
+        t = timings.get(name)
+        tps = sum(m["tokens"] for m in ms) / sum(m["seconds"] for m in ms)
+        cond = ("not recorded" if t is None else
+                f"alone, {t.threads or 'default'} thread(s)" if t.beside == 0 else
+                f"beside up to {t.beside} other stage(s), {t.threads} thread(s) each")
+        rows.append({"arm": name, "steps": len(ms), "final loss": round(ms[-1]["loss"], 4), "trained": cond,
+                     "tokens / s": round(tps) if name in fair else ""})
+    cap = ("TB-ExtLoss: each extension arm's final training loss and, for the arms trained alone at the same "
+           "threads (one timing condition), tokens per second over all steps. The arms trained side by side have no "
+           "comparable clock (a neighbour's load changes it), so their tokens per second are left out; comparisons "
+           "of step time use the interleaved benchmarks (LR-Cost, RP-Cost, CD-Cost, PL-Tab15). The losses differ "
+           "by objective (CLM, LongCE-weighted, plus a KL term for self-distillation): compare within an objective.")
+    return Report("TB-ExtLoss", [{"name": "TB-ExtLoss", "rows": rows, "columns": list(rows[0]) if rows else ["arm"],
+                                  "caption": cap}],
+                  ours=f"{len(ext)} arms trained; tokens/s compared only among {len(fair)} arms trained alone at "
+                       f"{timings[fair[0]].threads if fair else 0} thread(s): "
+                       + ", ".join(f"{n} {r['tokens / s']}" for n, r in zip(ext, rows) if n in fair),
+                  agrees="n/a")

@@ -39,11 +39,11 @@ from repro.stages.extension import extension_tokens, metrics, train_extension
 from repro.stages.keys import analysis_key, base_key, corpus_key, extension_key, merge_key, replay_key
 from repro.stages.prolong import build_streams
 from repro.stages.replay import merge_replayed, replay_method, replay_steps, train_replay
-from repro.stages.schedule import evaluate_arms, replay_and_merge, train_arms
+from repro.stages.schedule import arm_timing, evaluate_arms, replay_and_merge, train_arms
 
 __all__ = [
     "Corpus", "STAGE_VERSION", "analysis_key", "analysis_texts", "as_profile", "available_checkpoints", "base_key",
-    "build_corpus", "checkpoint_path", "checkpoint_rope_theta", "corpus_key", "evaluate_arms",
+    "arm_timing", "build_corpus", "checkpoint_path", "checkpoint_rope_theta", "corpus_key", "evaluate_arms",
     "evaluate_base_window", "evaluate_checkpoint", "extension_arms", "extension_key", "extension_method",
     "extension_tokens", "general_abilities", "get_corpus", "get_tokenizer", "impactful_tokens", "load_analysis",
     "merge_key", "merge_replayed", "metrics", "prepare_extension_data", "replay_and_merge", "replay_key",

@@ -8,6 +8,7 @@ run side by side (:mod:`repro.stages.concurrent`).
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Sequence
 
@@ -16,7 +17,7 @@ from repro.methods.arms import cd_arm, pl_arm, rp_arm, split_seed
 from repro.methods.extension import extension_spec
 from repro.methods.selfdistill import rp_steps
 from repro.profiles import Profile
-from repro.recipes.plans import TIMED_ARMS
+from repro.recipes.plans import TIMED_ARMS, timed_threads
 from repro.stages import evaluation
 from repro.stages.analysis import impactful_tokens
 from repro.stages.base import train_base
@@ -24,6 +25,7 @@ from repro.stages.cache import as_profile
 from repro.stages.concurrent import Job, run_jobs
 from repro.stages.extension import train_extension
 from repro.stages.replay import merge_replayed, train_replay
+from repro.timing import StepTiming
 
 
 def _threads(workers: int) -> int:
@@ -43,6 +45,24 @@ def _cost(p: Profile, name: str) -> float:
         return p.extend.target_window * passes * (1.5 if s.longce else 1.0) * rp_steps(p, name) / p.extend.steps
     spec = extension_spec(split_seed(name)[0])
     return spec.resolve_len(p.extend.target_window, p.longrecipe.sample_ratio)
+
+
+def arm_timing(profile: Profile | str, name: str, metrics: Sequence[dict], workers: int | None = None) -> StepTiming:
+    """How :func:`train_arms` timed arm ``name``'s own training run: its median seconds per step (``metrics``, the
+    first steps left out as warm-up) at the threads and beside the stages :func:`train_arms` gives it (the arms of
+    :data:`repro.recipes.plans.TIMED_ARMS` alone on ``extend.workers x extend.threads`` threads; the others up to
+    ``workers`` side by side, one thread each)."""
+    p = as_profile(profile)
+    w = workers or p.extend.workers
+    secs = [m["seconds"] for m in metrics if "seconds" in m]
+    median = statistics.median(secs[WARMUP_STEPS:] or secs) if secs else float("nan")
+    if name in TIMED_ARMS:
+        return StepTiming(median, timed_threads(p), 0, "its own training run")
+    return StepTiming(median, _threads(w), w - 1, "its own training run")
+
+
+WARMUP_STEPS = 5
+"""Steps of a training run left out of its median seconds per step (:func:`arm_timing`)."""
 
 
 def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path = "runs", force: bool = False,

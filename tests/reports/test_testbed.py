@@ -6,6 +6,7 @@ from repro.profiles import get_profile
 from repro.reports import testbed
 from repro.recipes.plans import base_window_grid, suite_plan
 from repro.tasks.summary import NIAH_TASKS
+from repro.timing import StepTiming
 from tests.reports.records import make_suite, record, rows
 
 P = get_profile("tiny")  # base window 256, target 1024, lengths 256/512/1024/2048, threshold 0.3
@@ -73,11 +74,24 @@ def test_tb_base_loss_and_ext_loss_strings():
     assert (rep.target, rep.agrees, rep.note, rep.tables) == ("TB-BaseLoss", "n/a", "", [])
     assert rep.ours == "3 steps; final loss 1.234; running train exact match 0.50"
     ext = {"flt": [{"loss": 2.0, "tokens": 1000, "seconds": 1.0}, {"loss": 1.5, "tokens": 1000, "seconds": 3.0}],
-           "pose": [{"loss": 1.75, "tokens": 300, "seconds": 0.5}]}
-    rep = testbed.tb_ext_loss(ext)
-    assert (rep.target, rep.agrees, rep.note) == ("TB-ExtLoss", "n/a", "")
-    assert rep.ours == "flt: final loss 1.500, 500 tok/s; pose: final loss 1.750, 600 tok/s"
-
+           "pose": [{"loss": 1.75, "tokens": 300, "seconds": 0.5}],
+           "rp_standard": [{"loss": 3.0, "tokens": 1200, "seconds": 1.0}],
+           "cdt": [{"loss": 2.5, "tokens": 900, "seconds": 1.0}, {"loss": 2.4, "tokens": 900, "seconds": 2.0}]}
+    side = StepTiming(1.0, 1, 1, "its own training run")
+    alone = StepTiming(1.0, 2, 0, "its own training run")
+    rep = testbed.tb_ext_loss(ext, {"flt": side, "pose": side, "rp_standard": alone, "cdt": alone})
+    assert (rep.target, rep.agrees) == ("TB-ExtLoss", "n/a")
+    assert rep.ours == "4 arms trained; tokens/s compared only among 2 arms trained alone at 2 thread(s): " \
+                       "rp_standard 1200, cdt 600"
+    rows = rep.tables[0]["rows"]
+    assert [(r["arm"], r["steps"], r["final loss"], r["tokens / s"]) for r in rows] == [
+        ("flt", 2, 1.5, ""), ("pose", 1, 1.75, ""), ("rp_standard", 1, 3.0, 1200), ("cdt", 2, 2.4, 600)]
+    assert rows[0]["trained"] == "beside up to 1 other stage(s), 1 thread(s) each"
+    assert rows[2]["trained"] == "alone, 2 thread(s)"
+    # two arms alone at different threads: only the larger group's clocks are compared
+    rep = testbed.tb_ext_loss(ext, {"flt": StepTiming(1.0, 1, 0, "its own training run"), "pose": side,
+                                    "rp_standard": alone, "cdt": alone})
+    assert [r["tokens / s"] for r in rep.tables[0]["rows"]] == ["", "", 1200, 600]
 
 
 def test_the_base_window_part_decides_over_the_suite_part():

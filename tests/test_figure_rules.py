@@ -1,4 +1,4 @@
-"""The figure rules (repro.plotting.rules) on figures built to break one rule each, and on ones that keep them."""
+"""The figure rules (repro.figure_rules) on figures built to break one rule each, and on ones that keep them."""
 
 import matplotlib
 
@@ -8,7 +8,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from repro.figures import Recorder  # noqa: E402
-from repro.plotting.rules import MAX_SERIES, errorbar_halfwidths, figure_problems, series_count  # noqa: E402
+from repro.figure_rules import MAX_SERIES, errorbar_halfwidths, figure_problems, series_count  # noqa: E402
 from repro.reports.index_check import check_index, rules_coverage  # noqa: E402
 
 

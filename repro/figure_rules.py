@@ -11,7 +11,7 @@
 - a title (the figure's or each axes') that says what the figure claims.
 
 The error bars are checked against the tables' SE columns where the figure is made
-(:func:`errorbar_halfwidths` reads them back; ``tests/plotting`` compares them with the reports' SE).
+(:func:`errorbar_halfwidths` reads them back; the plotting tests compare them with the reports' SE).
 """
 
 from __future__ import annotations
