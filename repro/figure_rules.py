@@ -6,7 +6,8 @@
 
 - at most :data:`MAX_SERIES` data series on one axes (more: small multiples, or mute the context arms);
 - no legend over any axes' data area (legends sit beside the axes or below them);
-- a colour bar for every heat map (an image or a mesh on non-colour-bar axes);
+- a colour bar for every heat map (an image or a mesh on non-colour-bar axes; heat maps of one colour scale may
+  share one);
 - no bars on a log value axis (a bar's length on a log axis has no meaning);
 - a title (the figure's or each axes') that says what the figure claims.
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 from matplotlib.collections import PathCollection, QuadMesh
 from matplotlib.container import BarContainer, ErrorbarContainer
-from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
 
 MAX_SERIES = 8
@@ -61,6 +61,16 @@ def series_count(ax) -> int:
     return n
 
 
+def _heat_maps(ax) -> list:
+    """The images and meshes drawn on ``ax``."""
+    return [*ax.images, *(c for c in ax.collections if isinstance(c, QuadMesh))]
+
+
+def _scale_of(mappable) -> tuple:
+    """A heat map's colour scale: its colour map and limits (heat maps of one scale can share one colour bar)."""
+    return mappable.get_cmap().name, mappable.norm.vmin, mappable.norm.vmax
+
+
 def _overlap(a, b) -> float:
     """Overlap of two display boxes in pixels along the smaller side (0 when apart)."""
     w = min(a.x1, b.x1) - max(a.x0, b.x0)
@@ -74,20 +84,19 @@ def figure_problems(fig) -> list[str]:
     renderer = fig.canvas.get_renderer()
     axes = [ax for ax in fig.axes if ax.get_visible() and ax.axison and not _is_colorbar_axes(ax)]
     problems: list[str] = []
+    scales = {_scale_of(m) for ax in axes for m in _heat_maps(ax) if getattr(m, "colorbar", None) is not None}
     titled = bool(fig._suptitle and fig._suptitle.get_text())
     for i, ax in enumerate(axes):
         where = f"axes {i}" + (f" ({ax.get_title()!r})" if ax.get_title() else "")
         titled = titled or bool(ax.get_title())
         if (n := series_count(ax)) > MAX_SERIES:
             problems.append(f"{where}: {n} series; allowed: at most {MAX_SERIES} per axes")
-        for image in [*ax.images, *(c for c in ax.collections if isinstance(c, QuadMesh))]:
-            if isinstance(image, (AxesImage, QuadMesh)) and getattr(image, "colorbar", None) is None:
-                problems.append(f"{where}: a heat map without a colour bar")
-        for c in ax.containers:
-            if isinstance(c, BarContainer):
-                scale = ax.get_xscale() if c.orientation == "horizontal" else ax.get_yscale()
-                if scale != "linear":
-                    problems.append(f"{where}: bars on a {scale} value axis; allowed: linear")
+        if any(_scale_of(m) not in scales for m in _heat_maps(ax)):
+            problems.append(f"{where}: a heat map without a colour bar")
+        logs = {ax.get_xscale() if c.orientation == "horizontal" else ax.get_yscale()
+                for c in ax.containers if isinstance(c, BarContainer)} - {"linear"}
+        if logs:
+            problems.append(f"{where}: bars on a {'/'.join(sorted(logs))} value axis; allowed: linear")
     legends = [(lg, f"legend of axes {i}") for i, ax in enumerate(axes) if (lg := ax.get_legend()) is not None]
     legends += [(lg, "figure legend") for lg in fig.legends]
     for lg, name in legends:

@@ -57,11 +57,18 @@ def test_a_heat_map_needs_a_colour_bar():
     assert figure_problems(fig) == ["axes 0 ('t'): a heat map without a colour bar"]
     fig.colorbar(im, ax=ax)
     assert figure_problems(fig) == []
+    fig, axes = plt.subplots(1, 3)
+    ims = [a.imshow(np.eye(3), vmin=0, vmax=1, cmap="viridis") for a in axes[:2]]
+    axes[2].imshow(np.eye(3), vmin=0, vmax=100, cmap="viridis")  # another scale: the shared bar does not read it
+    fig.colorbar(ims[1], ax=list(axes))
+    fig.suptitle("t")
+    assert figure_problems(fig) == ["axes 2: a heat map without a colour bar"]
 
 
 def test_bars_on_a_log_axis_are_a_problem():
     fig, ax = plt.subplots()
     ax.bar([0, 1], [0.007, 1.1])
+    ax.bar([0, 1], [0.5, 0.6])  # two bar groups on the axes: one problem
     ax.set_yscale("log")
     fig.suptitle("t")
     assert figure_problems(fig) == ["axes 0: bars on a log value axis; allowed: linear"]
