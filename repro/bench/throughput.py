@@ -23,6 +23,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 import torch
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
@@ -365,3 +366,23 @@ def run_bench(model, cfg: BenchConfig = BenchConfig(), out_dir: str = "/tmp", lo
     for r in rows:
         r.update(env)
     return rows
+
+
+def throughput_summary(rows: Sequence[Mapping[str, Any]]) -> str:
+    """TB-Throughput's one line for the index: per training shape, the best setting's tokens/s against v1 and against
+    HF ``Trainer`` at the same precision; per generation shape, ours against HF ``generate`` (ratios within the run)."""
+    parts = []
+    for section in dict.fromkeys(r["section"] for r in rows if r["section"].startswith(("train", "generate"))):
+        rs = [r for r in rows if r["section"] == section and r.get("setting") not in ("HF Trainer (fp32)",
+                                                                                      "HF Trainer (bf16)")]
+        if section.startswith("train"):
+            best = max((r for r in rs if isinstance(r.get("vs HF Trainer (same precision)"), (int, float))),
+                       key=lambda r: r.get("tokens/s") or 0, default=None)
+            if best:
+                parts.append(f"{section}: {best['setting']} {best['tokens/s']} tok/s, {best['vs v1']}x v1, "
+                             f"{best['vs HF Trainer (same precision)']}x HF Trainer")
+        else:
+            ours = next((r for r in rs if str(r.get("setting", "")).startswith("ours")), None)
+            if ours and ours.get("vs HF generate") is not None:
+                parts.append(f"{section}: {ours['vs HF generate']}x HF generate")
+    return "; ".join(parts)

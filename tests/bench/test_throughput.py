@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from repro.__main__ import main
-from repro.bench.throughput import TRAIN_ARMS, BenchConfig, _Arm, _HFArm, _batch, hf_arm_name, time_train_arms
+from repro.bench.throughput import (TRAIN_ARMS, BenchConfig, _Arm, _HFArm, _batch, hf_arm_name, throughput_summary,
+                                     time_train_arms)
 
 
 def test_our_arms_use_the_trainers_default_adamw_and_v1_the_for_loop(tiny_llama):
@@ -72,3 +73,19 @@ def test_bench_model_refuses_bad_values_in_one_line(tiny_model_dir, capsys, argv
 def test_bench_model_refuses_a_missing_folder(tmp_path, capsys):
     assert main(["bench", "--model", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err.startswith(f"error: --model '{tmp_path / 'nope'}' does not exist")
+
+
+def test_throughput_summary_gives_the_best_setting_per_shape_against_v1_and_hf():
+    rows = [{"section": "ceiling", "setting": "fp32 matmul 2048^2", "GFLOP/s": 190.0},
+            {"section": "train 256 x 16", "setting": "v1 (fp32, full logits)", "tokens/s": 12850, "vs v1": 1,
+             "vs HF Trainer (same precision)": 0.86},
+            {"section": "train 256 x 16", "setting": "bf16, chunked loss", "tokens/s": 19038, "vs v1": 1.48,
+             "vs HF Trainer (same precision)": 0.99},
+            {"section": "train 256 x 16", "setting": "HF Trainer (bf16)", "tokens/s": 19250, "vs v1": 1.5,
+             "vs HF Trainer (same precision)": 1},
+            {"section": "train 256 x 16", "setting": "bf16, chunked: 2 processes x 1 thread (sum)",
+             "tokens/s": 23885, "vs v1": 1.86},  # no HF column: not a setting of one process
+            {"section": "generate 32 x 256 + 16", "setting": "ours (repro.generate)", "vs HF generate": 1.03},
+            {"section": "generate 32 x 256 + 16", "setting": "HF generate", "vs HF generate": 1}]
+    assert throughput_summary(rows) == ("train 256 x 16: bf16, chunked loss 19038 tok/s, 1.48x v1, 0.99x HF Trainer; "
+                                        "generate 32 x 256 + 16: 1.03x HF generate")
