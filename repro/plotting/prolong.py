@@ -16,6 +16,8 @@ RECIPE_SHARE = 60
 """The recipe's long-data share (percent): the reference every paired SE is taken against."""
 PSE_NOTE = "bars ±1 SE of the gap to 60% (paired)"
 """The axis-label note of the paired error bars."""
+MIN_SPAN = 4.0
+"""The least y range (percentage points) of an accuracy panel of :func:`share_curves`."""
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h")
 """One marker shape per long share in :func:`ppl_vs_downstream` (drawn hollow, so coinciding shares stay visible)."""
 
@@ -63,6 +65,9 @@ def share_curves(points: Sequence[Mapping], title: str = ""):
         if ref is not None and ref.get(key) is not None:
             ax.axhline(ref[key], color="k", lw=0.8, ls=":")
             ax.plot([RECIPE_SHARE], [ref[key]], marker="*", ms=12, color=colour, mec="k", ls="none")
+        if key != "ppl":  # percent: at least MIN_SPAN points of axis, so a flat line is not blown up
+            lo = max(0.0, min(y - e for y, e in zip(ys, es)))
+            ax.set_ylim(lo - 0.2, max(lo + MIN_SPAN, max(y + e for y, e in zip(ys, es))) + 0.2)
         noise_aware_ylim(ax, ys, es, bounds=(0, 100) if key != "ppl" else (1, None))
         ax.set_xticks([x["long_share"] for x in pts])
         ax.set_xlabel("long data (% of non-task rows)", fontsize=8)
