@@ -75,9 +75,10 @@ def decile_curves(curves: Mapping[str, list], title: str = "", ses: Mapping[str,
     """RP-Fig1a: accuracy (percent) against the normalized answer position (depth decile centres). ``ses`` (model
     -> one SE per decile, fractions as the curves; None where a decile has none) draws ±1 SE bars.
 
-    ``deciding`` (the arms the verdict compares, e.g. Standard and the self-distillation arms) share one large
-    panel in strong colours, each a little offset along x so no bar hides another; every other arm gets a small
-    panel of its own, muted, with the first deciding arm (the reference) as a thin grey line. Without
+    ``deciding`` (the arms the verdict compares, the reference first: e.g. Standard, then the self-distillation
+    arms) share one large panel, the reference black and the others in strong colours, each a little offset along
+    x so no bar hides another; every other arm gets a small panel of its own, muted, with the reference as a thin
+    dashed grey line. Without
     ``deciding`` every arm has its own panel. All panels share the y-axis, cut just above the highest bar."""
     names = list(curves)
     deciding = [n for n in (deciding or ()) if n in curves][:MAX_SERIES]
