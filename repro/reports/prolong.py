@@ -325,10 +325,12 @@ def pl_tab7(suite, ppl, p: Profile) -> Report:
 
 
 def share_points(suite, ppl, p: Profile) -> list[dict]:
-    """PL-Fig1/3's points: per long share, the downstream, recall, short and PPL (mean and std over replicates) and
-    each one's standard error as a point (``<key>_se``: :func:`point_ses`)."""
+    """PL-Fig1/3's points: per long share, the downstream, recall, short and PPL (mean and std over replicates),
+    each one's standard error as a point (``<key>_se``: :func:`point_ses`) and the paired SE of its gap to the
+    recipe's 60% (``<key>_pse``, the SE the verdicts use: :func:`paired_ses`; None for the recipe itself)."""
     h = headlines(suite, ppl, p)
-    ses = point_ses(suite, ppl, p, {a: h[a]["names"] for a in SHARE_ARMS if a in h})
+    groups = {a: h[a]["names"] for a in SHARE_ARMS if a in h}
+    ses, pses = point_ses(suite, ppl, p, groups), paired_ses(suite, ppl, p, groups)
     out = []
     for arm, share in sorted(SHARE_ARMS.items(), key=lambda kv: kv[1]):
         if arm not in h:
@@ -339,6 +341,7 @@ def share_points(suite, ppl, p: Profile) -> list[dict]:
             scale = 1.0 if k == "ppl" else 100.0
             pt[k], pt[f"{k}_std"] = (None if m is None else scale * m), (None if s is None else scale * s)
             pt[f"{k}_se"] = None if pt[k] is None else ses[k](arm, pt[k])
+            pt[f"{k}_pse"] = None if pt[k] is None or arm == RECIPE else pses[k](arm, pt[k])
         out.append(pt)
     return out
 
@@ -365,6 +368,40 @@ def point_ses(suite, ppl, p: Profile, groups: Mapping[str, Sequence[str]]
     return {**{k: by_test(k) for k in tests}, "ppl": ppl_se}
 
 
+def paired_ses(suite, ppl, p: Profile, groups: Mapping[str, Sequence[str]]
+               ) -> dict[str, Callable[[str, float], float | None]]:
+    """Per metric (as :func:`point_ses`), ``se(arm, value)`` of ``arm``'s gap to the recipe: the paired SE the
+    headlines test (:meth:`GapTest.se` over the same prompts, seed spread included; the perplexity's from
+    :meth:`LossNoise.se` in nats times the arm's perplexity: the delta method); None without an estimate."""
+    target, window, tasks = p.extend.target_window, p.base.window, long_tasks(suite, p)
+    tests = {"long": GapTest(suite, "long", macro(tasks, [target])) if tasks else None,
+             "recall": GapTest(suite, "long", macro(rec, [target])) if (rec := recall_tasks(tasks)) else None,
+             "short": GapTest(suite, "short", macro(_niah(p), [window])) if _niah(p) else None}
+    loss = LossNoise(ppl, groups)
+
+    def by_test(key: str) -> Callable[[str, float], float | None]:
+        return lambda arm, _value: None if tests[key] is None else tests[key].se(RECIPE, arm)
+
+    def ppl_se(arm: str, value: float) -> float | None:
+        s = loss.se(RECIPE, arm)
+        return None if s is None else value * s
+
+    return {**{k: by_test(k) for k in tests}, "ppl": ppl_se}
+
+
+def _pse(x: Mapping, key: str, digits: int) -> float | str:
+    """The CSV cell of a point's paired SE to the recipe: rounded, ``"reference"`` for the recipe, else ``"n/a"``."""
+    if x["arm"] == RECIPE:
+        return "reference"
+    return "n/a" if x.get(f"{key}_pse") is None else round(x[f"{key}_pse"], digits)
+
+
+PSE_NOTE = ("'SE vs 60% (paired)': the standard error of the arm's gap to the 60% recipe over the same prompts "
+            "(held-out documents for the perplexity: the loss gap's SE in nats times the perplexity), widened by the "
+            "training-seed spread: the SE the verdict tests, and the error bar the figure draws.")
+"""What the paired-SE columns of PL-Fig1/3 are (their captions)."""
+
+
 def _best_share(pts: Sequence[Mapping]) -> str | None:
     """``"best observed at 20% (34.6)"``: the share with the highest downstream average (context only: a maximum
     picked after seeing the data is no test)."""
@@ -383,7 +420,9 @@ def pl_fig3(suite, ppl, p: Profile) -> Report:
     rows = [{"long share (%)": x["long_share"], "arm": x["arm"],
              **{c: _r(x[k], x[f"{k}_std"], 1) for c, k in (("downstream", "long"), ("recall", "recall"),
                                                             ("short (NIAH)", "short"))},
-             "long-doc PPL": _r(x["ppl"], x["ppl_std"], 2), "replicates": x["replicates"]} for x in pts]
+             "long-doc PPL": _r(x["ppl"], x["ppl_std"], 2), "replicates": x["replicates"],
+             "downstream SE vs 60% (paired)": _pse(x, "long", 2), "short SE vs 60% (paired)": _pse(x, "short", 2),
+             "PPL SE vs 60% (paired)": _pse(x, "ppl", 3)} for x in pts]
     if not known:
         return Report("PL-Fig3", [{"name": "PL-Fig3", "rows": rows, "columns": list(rows[0]) if rows else [],
                                    "caption": "no long-share arm evaluated"}], agrees="n/a",
@@ -395,7 +434,7 @@ def pl_fig3(suite, ppl, p: Profile) -> Report:
     context = [_best_share(pts), _pair(SHORT + "pl_long100", SHORT + "pl_long0", values, se)]
     cap = (f"PL-Fig3 analog: downstream (percent at the target, mean over {downstream_note(suite, p)}), recall and "
            f"short NIAH, by the share of long documents among the non-task rows (the rest ShortMix; "
-           f"{100 * p.prolong.task_share:g}% of every arm's rows are the testbed's task rows). "
+           f"{100 * p.prolong.task_share:g}% of every arm's rows are the testbed's task rows). {PSE_NOTE} "
            f"{multi_seed_note(seed_groups(n for n in suite if n != 'base'))} Scale: {scale_note(p)}.")
     return Report("PL-Fig3", [{"name": "PL-Fig3", "rows": rows, "columns": list(rows[0]), "caption": cap}],
                   ours="; ".join(f"{x['long_share']}%: {_r(x['long'], x['long_std'], 1)}" for x in known),
@@ -407,14 +446,15 @@ def pl_fig1(suite, ppl, p: Profile) -> Report:
     headline is 100% vs 60% long on both (held-out loss lower, downstream lower), Holm-corrected together."""
     pts, h = share_points(suite, ppl, p), headlines(suite, ppl, p)
     rows = [{"long share (%)": x["long_share"], "long-doc PPL": _r(x["ppl"], x["ppl_std"], 2),
-             "downstream": _r(x["long"], x["long_std"], 1)} for x in pts]
+             "downstream": _r(x["long"], x["long_std"], 1), "PPL SE vs 60% (paired)": _pse(x, "ppl", 3),
+             "downstream SE vs 60% (paired)": _pse(x, "long", 2)} for x in pts]
     loss, noise = LossNoise(ppl, {a: h[a]["names"] for a in SHARE_ARMS if a in h}), _noise(suite, p)
     values = {**_values({a: h[a] for a in SHARE_ARMS if a in h}), **_loss_values(loss)}
     se = _se_by_metric({"long": noise, "loss": loss})
     verdict, how = judged = _verdict("PL-Fig1", values, se)
     context = [_pair(LOSS + "pl_long100", LOSS + "pl_long0", values, se, "nats", 3)]
     cap = (f"PL-Fig1 analog: long-document perplexity (second half of held-out {p.extend.target_window}-token code "
-           f"documents) against the downstream average, by long-data share. Scale: {scale_note(p)}.")
+           f"documents) against the downstream average, by long-data share. {PSE_NOTE} Scale: {scale_note(p)}.")
     return Report("PL-Fig1", [{"name": "PL-Fig1", "rows": rows, "columns": list(rows[0]) if rows else [],
                                "caption": cap}],
                   ours="; ".join(f"{x['long_share']}%: PPL {_r(x['ppl'], None, 2)}, downstream {_r(x['long'], None, 1)}"
@@ -429,5 +469,5 @@ def _r(x: float | None, s: float | None, digits: int) -> float | str:
     return round(x, digits) if s is None else f"{x:.{digits}f} ± {s:.{digits}f}"
 
 
-__all__ = ["headlines", "long_tasks", "pl_fig1", "pl_fig3", "pl_tab18", "pl_tab20", "pl_tab7",
+__all__ = ["headlines", "long_tasks", "paired_ses", "pl_fig1", "pl_fig3", "pl_tab18", "pl_tab20", "pl_tab7",
            "point_ses", "share_points"]
