@@ -1,7 +1,7 @@
 """Figures of the evaluation notebook (drawing only: data, standard errors and the verdict's words come in as
 arguments; the notebook composes each title from the target's claim and its report's ``agrees``).
 
-Every figure keeps :mod:`repro.plotting.rules`: at most eight series on one axes (more arms go into small
+Every figure keeps :mod:`repro.figure_rules`: at most eight series on one axes (more arms go into small
 multiples, context arms are drawn muted), legends beside or below the axes, a colour bar on every heat map."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from repro.plotting.axes import SE_NOTE, noise_aware_ylim
-from repro.plotting.rules import MAX_SERIES
+from repro.figure_rules import MAX_SERIES
 
 MUTED = "0.55"
 """Colour of the context arms (drawn for reference, not deciding the verdict)."""
@@ -164,7 +164,7 @@ def task_heatmap(values: Mapping[str, Mapping[str, float | None]], title: str = 
 def accuracy_vs_length(series: Mapping[str, Mapping[int, float | None]], title: str = "",
                        marks: Sequence[int] = (), ses: Mapping[str, Mapping[int, float | None]] | None = None):
     """Accuracy (percent) vs prompt length, one line per label; ``marks`` draws dashed vertical lines (windows);
-    ``ses`` (label -> length -> SE in percent) draws ±1 SE bars. Up to :data:`repro.plotting.rules.MAX_SERIES`
+    ``ses`` (label -> length -> SE in percent) draws ±1 SE bars. Up to :data:`repro.figure_rules.MAX_SERIES`
     labels share one axes with the legend beside it; more are drawn as small multiples, one panel per label
     (its name the panel's title), every panel on the same axes."""
     labels = list(series)

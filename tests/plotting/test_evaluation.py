@@ -6,7 +6,7 @@ import pytest  # noqa: E402
 
 from repro.plotting.evaluation import (accuracy_heatmaps, accuracy_vs_length, accuracy_vs_wallclock,  # noqa: E402
                                        cd_tab2_panels, decile_curves, deciding_arms, task_heatmap)
-from repro.plotting.rules import errorbar_halfwidths, figure_problems, series_count  # noqa: E402
+from repro.figure_rules import errorbar_halfwidths, figure_problems, series_count  # noqa: E402
 from tests.plotting.artists import errorbars, half_lengths  # noqa: E402
 
 RP_ARMS = ("base", "flt", "rp_standard", "rp_longce", "rp_pose", "rp_cyclic", "rp_skip", "rp_skip_longce")

@@ -6,7 +6,7 @@ import pytest  # noqa: E402
 from matplotlib.container import ErrorbarContainer  # noqa: E402
 
 from repro.plotting.prolong import ppl_vs_downstream, share_curves  # noqa: E402
-from repro.plotting.rules import errorbar_halfwidths, figure_problems  # noqa: E402
+from repro.figure_rules import errorbar_halfwidths, figure_problems  # noqa: E402
 from repro.reports import prolong as plr  # noqa: E402
 from tests.reports.test_prolong import P, SHARES, _ppl, _suite, paired_se  # noqa: E402
 from tests.plotting.artists import half_lengths  # noqa: E402
