@@ -30,7 +30,7 @@ def text_se(values: Sequence[float | None]) -> float | None:
 
 def _styles(names: Sequence[str], emphasis: Sequence[str] | None) -> dict[str, dict]:
     """Per model: colour, line width and z-order; the ``emphasis`` arms strong and on top, the others muted."""
-    strong = [n for n in (emphasis if emphasis is not None else names) if n in names]
+    strong = [n for n in (emphasis if emphasis is not None else names) if n in names] or list(names)
     out = {n: {"color": DECIDING_COLORS[k % len(DECIDING_COLORS)], "lw": 1.4, "zorder": 3}
            for k, n in enumerate(strong)}
     rest = [n for n in names if n not in out]
@@ -44,7 +44,8 @@ def distance_figure(records: Mapping[str, Mapping], title: str = "", note: str =
     log counts; the dotted line at ``far x T``), then two summary panels per layer: the share of those entries
     beyond ``far x T`` (± SE over texts, the table's SE; the dashed line: the share of key positions there, what
     attention blind to distance would give) and the share of their attention mass beyond it. ``emphasis``: the
-    arms the verdict compares (baseline first), drawn strong and on top; the others muted (default: all strong).
+    arms the verdict compares (baseline first), drawn strong and on top; the others muted (all strong when none of
+    them is there, e.g. the pretrained base alone).
     One legend below the panels."""
     if not records:
         raise ValueError("no records to draw; allowed: at least one model's record")
@@ -77,7 +78,7 @@ def distance_figure(records: Mapping[str, Mapping], title: str = "", note: str =
         values, ses = values + y, ses + e
     for ax, layer in zip(flat, layers):
         ax.set_yscale("log")
-        ax.set_title(f"layer {layer}", fontsize=FONT)
+        ax.set_title(f"layer {layer} (dotted: {first['far']:g} T)", fontsize=FONT)
         ax.set_xlabel("query - key distance (tokens)", fontsize=FONT)
         ax.set_ylabel(f"weights > {first['threshold']:g} (count)", fontsize=FONT)
         ax.axvline(far_x, color="0.5", lw=0.8, ls=":")
@@ -99,7 +100,7 @@ def distance_figure(records: Mapping[str, Mapping], title: str = "", note: str =
     for ax in flat[n:]:
         ax.axis("off")
     handles, labels = share_ax.get_legend_handles_labels()
-    strong = [m for m in (emphasis if emphasis is not None else records) if m in records]
+    strong = [m for m in (emphasis if emphasis is not None else records) if m in records] or list(records)
     rank = {name: k for k, name in enumerate([*strong, *(m for m in records if m not in strong)])}
     pairs = sorted(zip(handles, labels), key=lambda hl: rank[hl[1]])  # the deciding arms first
     fig.legend([h for h, _ in pairs], [lab for _, lab in pairs], loc="outside lower center",

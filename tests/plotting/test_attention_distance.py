@@ -55,8 +55,9 @@ def test_rp_fig2_keeps_the_rules_and_every_panel_says_what_it_shows():
     fig = distance_figure(records, title=f"RP-Fig2: claim: {rep.agrees}", note="setup", emphasis=DECIDING)
     assert figure_problems(fig) == []
     shown = [ax for ax in fig.axes if ax.axison]
-    assert [ax.get_title() for ax in shown] == ["layer 0", "layer 1", "layer 2", "entries beyond 0.5 T (dashed: key "
-                                                "positions)", "attention mass beyond 0.5 T"]
+    assert [ax.get_title() for ax in shown] == [*(f"layer {k} (dotted: 0.5 T)" for k in range(3)),
+                                                "entries beyond 0.5 T (dashed: key positions)",
+                                                "attention mass beyond 0.5 T"]
     assert all(ax.get_ylabel() for ax in shown)  # the summary panels too (the old fourth panel had none)
     assert [sum(isinstance(a, StepPatch) for a in ax.patches) for ax in shown[:3]] == [len(MODELS)] * 3
     assert [series_count(ax) for ax in shown[3:]] == [len(MODELS)] * 2
@@ -97,6 +98,13 @@ def test_rp_fig2_at_the_smoke_shape_one_layer_keeps_the_rules():
     fig = distance_figure(records, title="RP-Fig2: claim: tie within noise", emphasis=DECIDING)
     assert figure_problems(fig) == []
     assert sum(ax.axison for ax in fig.axes) == 3
+
+
+def test_rp_fig2_of_the_pretrained_base_alone_draws_it_strong():
+    fig = distance_figure({"base": _record(0)}, title="RP-Fig2: n/a", emphasis=DECIDING)
+    assert figure_problems(fig) == []
+    mass = [ax for ax in fig.axes if ax.get_title().startswith("attention mass")][0]
+    assert mass.lines[0].get_color() == "#111111" and mass.lines[0].get_linewidth() == 1.4
 
 
 def test_cd_fig14_key_chunks_are_the_chunks_holding_supporting_or_interference_tokens():
