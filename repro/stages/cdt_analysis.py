@@ -118,16 +118,12 @@ def cd_attention_maps(profile: Profile | str, names: tuple[str, ...] = ("rp_stan
 
         def compute(ckpt=ckpt) -> dict:
             model = load_model(ckpt, **p.run.load_kwargs()).eval()
-            tok = get_tokenizer(p, run_dir)
-            samples = typed_samples(tok, target, cd.map_samples, key_pool=cd.analysis_pool, seed0=10_000)
+            samples = _map_samples(p, get_tokenizer(p, run_dir))
             maps, crit = [], []
             for s in samples:
                 ids = s.input_ids[:s.prompt_tokens]
                 m = chunked_attention_map(model, ids, cd.map_chunks)
-                bounds = chunk_bounds(len(ids), cd.map_chunks)
-                lab = np.asarray(s.types[:s.prompt_tokens], dtype=object)
-                has = np.array([np.isin(lab[a:b], ("supporting", "interference")).any()
-                                for a, b in zip(bounds[:-1], bounds[1:])])
+                has = _key_chunks(s, cd.map_chunks)
                 maps.append(m)
                 crit.append(m[:, -1, has].sum(-1).tolist())  # per layer
             return {"checkpoint": str(ckpt), "map": np.mean(maps, axis=0).tolist(), "last_row_critical": crit,
@@ -135,3 +131,24 @@ def cd_attention_maps(profile: Profile | str, names: tuple[str, ...] = ("rp_stan
 
         out[name] = cached_json(eval_path(run_dir, p, f"cdmap-{name}-{key}"), force, compute)
     return out
+
+
+def _map_samples(p: Profile, tok) -> list:
+    """CD-Fig14's prompts, the same for every checkpoint: ``cdt.map_samples`` multi-hop prompts at the target."""
+    return typed_samples(tok, p.extend.target_window, p.cdt.map_samples, key_pool=p.cdt.analysis_pool, seed0=10_000)
+
+
+def _key_chunks(sample, chunks: int) -> np.ndarray:
+    """Per chunk of ``sample``'s prompt, whether it holds a critical (supporting or interference) token."""
+    bounds = chunk_bounds(sample.prompt_tokens, chunks)
+    lab = np.asarray(sample.types[:sample.prompt_tokens], dtype=object)
+    return np.array([np.isin(lab[a:b], CRITICAL).any() for a, b in zip(bounds[:-1], bounds[1:])])
+
+
+def map_key_chunks(profile: Profile | str, run_dir: str | Path = "runs") -> list[float]:
+    """CD-Fig14's key chunks: per chunk, the share of the map's prompts in which it holds a supporting or
+    interference token (the figure marks them). The prompts are rebuilt from their seeds, as
+    :func:`cd_attention_maps` builds them: no model runs, nothing is cached."""
+    p = as_profile(profile)
+    samples = _map_samples(p, get_tokenizer(p, run_dir))
+    return np.mean([_key_chunks(s, p.cdt.map_chunks) for s in samples], axis=0).tolist()
