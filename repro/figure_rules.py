@@ -21,6 +21,7 @@ from __future__ import annotations
 from matplotlib.collections import PathCollection, QuadMesh
 from matplotlib.container import BarContainer, ErrorbarContainer
 from matplotlib.lines import Line2D
+from matplotlib.patches import StepPatch
 
 MAX_SERIES = 8
 """The most data series one axes may hold."""
@@ -52,12 +53,14 @@ def _is_reference(line: Line2D) -> bool:
 
 
 def series_count(ax) -> int:
-    """Data series on ``ax``: lines that are not reference lines or error-bar caps, bar groups, scatter sets."""
+    """Data series on ``ax``: lines that are not reference lines or error-bar caps, bar groups, scatter sets,
+    step histograms."""
     caps = _errorbar_lines(ax)
     n = sum(1 for ln in ax.lines if id(ln) not in caps and not _is_reference(ln)
             and len(ln.get_xdata()) > 0)
     n += sum(1 for c in ax.containers if isinstance(c, BarContainer))
     n += sum(1 for c in ax.collections if isinstance(c, PathCollection) and len(c.get_offsets()) > 0)
+    n += sum(1 for c in ax.patches if isinstance(c, StepPatch))  # ax.stairs: a histogram line
     return n
 
 

@@ -41,6 +41,14 @@ def test_more_series_than_allowed_is_named_with_the_count():
                                     f"{MAX_SERIES} per axes"]
 
 
+def test_step_histograms_and_scatter_sets_count_as_series():
+    fig, ax = plt.subplots()
+    for i in range(MAX_SERIES):
+        ax.stairs([1, 2, 1], [0, 1, 2, 3], label=f"h{i}")
+    ax.scatter([0, 1], [1, 2])
+    assert series_count(ax) == MAX_SERIES + 1
+
+
 def test_a_legend_over_the_data_is_a_problem_and_one_beside_is_not():
     fig, _ = _titled(2, legend={"loc": "center"})
     assert figure_problems(fig) == ["legend of axes 0 lies over the data area of axes 0; allowed: beside or below "

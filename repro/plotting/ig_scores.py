@@ -2,7 +2,7 @@
 attention-distance notebook). Drawing only: the numbers come from :mod:`repro.reports.cdt_analysis` and
 :mod:`repro.reports.cdt_effects`; each title (the claim and its verdict) is passed in by the notebook.
 
-Every figure keeps :func:`repro.plotting.rules.figure_problems`: legends sit beside or below the axes, error bars are
+Every figure keeps :func:`repro.figure_rules.figure_problems`: legends sit beside or below the axes, error bars are
 the SEs of the reports' tables, heat maps carry a colour bar, bars stand on linear axes, and the arms that decide a
 claim are drawn in colour while context arms are muted."""
 

@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 from matplotlib.patches import StepPatch  # noqa: E402
 
 from repro.plotting.attention_distance import distance_figure  # noqa: E402
-from repro.plotting.rules import errorbar_halfwidths, figure_problems, series_count  # noqa: E402
+from repro.figure_rules import errorbar_halfwidths, figure_problems, series_count  # noqa: E402
 from repro.profiles import get_profile  # noqa: E402
 from repro.reports.attention import BASELINES, key_share_beyond, rp_fig2  # noqa: E402
 from repro.reports.selfdistill import RP_METHODS  # noqa: E402

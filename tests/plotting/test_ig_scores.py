@@ -12,7 +12,7 @@ from matplotlib.image import AxesImage  # noqa: E402
 from repro.plotting.ig_scores import (TYPES, chunk_map_figure, denoising_figure, detection_figure,  # noqa: E402
                                       em_curve_figure, fr_vs_ig_figure, ig_vs_grad_figure, memory_figure,
                                       sweep_figure)
-from repro.plotting.rules import errorbar_halfwidths, figure_problems  # noqa: E402
+from repro.figure_rules import errorbar_halfwidths, figure_problems  # noqa: E402
 from repro.profiles import get_profile  # noqa: E402
 from repro.reports.cdt_analysis import cd_fig4  # noqa: E402
 from repro.reports.cdt_effects import cd_fig8, cd_fig10, cd_fig14  # noqa: E402
