@@ -30,8 +30,11 @@ VIEWS = ("skip", "cyclic", "dilation", "chunk_permutation")
 
 
 def _style(method: str, k: int) -> tuple[str, str, bool, bool]:
-    """(colour, marker, filled, deciding) of ``method``; an unknown method gets the ``k``-th colour."""
-    return METHOD_STYLE.get(ALIASES.get(method, method), (f"C{(k + 4) % 10}", "v", True, False))
+    """(colour, marker, filled, deciding) of ``method``: :data:`METHOD_STYLE`'s, purple for a self-distillation
+    view, else the ``k``-th of five colours LR-Fig2 does not use."""
+    if method in VIEWS:  # one colour for the self-distillation views, none of LR-Fig2's
+        return "C4", "v", True, False
+    return METHOD_STYLE.get(ALIASES.get(method, method), (f"C{5 + k % 5}", "v", True, False))
 
 
 def _verdict_title(claim: str, verdict: str) -> str:
@@ -58,8 +61,9 @@ def plot_transform_examples(examples: Mapping[str, np.ndarray], target: int, nco
         ax.axis("off")
     n = max((np.asarray(v).size for v in examples.values()), default=0)
     fig.suptitle(f"LR-Fig2 (transforms): where one draw of each transform puts a {n}-token sample in the "
-                 f"{target}-position window\n(dashed: the last position, {target - 1}; FLT and the views stay near "
-                 "the sample's own length, PoSE, RPES and LongRecipe spread it over the window)", fontsize=9)
+                 f"{target}-position window\n(dashed: the last position, {target - 1}; FLT and the self-distillation "
+                 "views stay near the sample's own length;\nRPES and LongRecipe spread it over the whole window, PoSE "
+                 "moves its second chunk by a random offset)", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -110,10 +114,10 @@ def plot_coverage(position_counts: Mapping[str, np.ndarray], distance_counts: Ma
 
 
 def _compact(v: float, digits: int) -> str:
-    """A value label: ``digits`` significant digits, thousands as ``k`` (``43.7k``), NaN as empty."""
+    """A value label: ``digits`` significant digits, thousands as ``k`` (``43.7k``, ``1.37k``), NaN as empty."""
     if not np.isfinite(v):
         return ""
-    if abs(v) >= 1e4:
+    if abs(v) >= 1e3:  # 1370 as 1.37k, not 1.37e+03
         return f"{v / 1e3:.{digits}g}k"
     return f"{v:.{digits}g}"
 

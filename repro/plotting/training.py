@@ -55,7 +55,8 @@ def base_loss_figure(metrics: Sequence[dict], smooth: int = 10, verdict: str = "
     loss = np.array([m["loss"] for m in metrics])
     fig, ax = plt.subplots(figsize=(7.5, 4.0))
     k = min(smooth, max(len(loss) // 5, 1))
-    ax.plot(steps[k - 1:], _smooth(loss, k), color="C0", label=f"training loss (trailing mean of {k} steps)")
+    ax.plot(steps[k - 1:], _smooth(loss, k), color="C0",
+            label=f"training loss (trailing mean of {k} step{'s' * (k > 1)})")
     ax.set_xlabel("step")
     ax.set_ylabel("weighted loss (log scale)")
     ax.set_yscale("log")
@@ -260,7 +261,7 @@ def extension_loss_figure(runs: Mapping[str, Sequence[dict]], smooth: int = 10, 
                     xs += [*rx, np.nan]
                     ys += [*ry, np.nan]
                 ax.plot(xs, ys, color=colour, lw=0.6, alpha=0.7)
-                label += f" (+{len(reps) - 1} seeds, thin)"
+                label += f" (+{len(reps) - 1} seed{'s' * (len(reps) > 2)}, thin)"
             handles.append(Line2D([], [], color=colour, lw=lw, label=label))
         ax.set_title(panel.title, fontsize=8)
         ax.set_xlabel("step", fontsize=7)

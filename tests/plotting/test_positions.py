@@ -64,14 +64,19 @@ def test_lr_fig2_labels_are_compact():
     texts = {t.get_text() for t in fig.axes[0].texts}
     assert {"27.3k", "19.4k"} <= texts and not any("e+" in t for t in texts)
     assert {"0.7", "0.49", "0"} <= {t.get_text() for t in fig.axes[2].texts}
-    plt.close(fig)
+
+
+def test_lr_fig2_labels_of_thousands_are_compact_at_the_smoke_lengths():
+    rows = [{**r, "target": r["target"] // 40, "avg_token_distance": r["avg_token_distance"] / 40} for r in _rows()]
+    texts = {t.get_text() for t in plot_lr_fig2(rows, methods=METHODS).axes[0].texts}
+    assert "1.09k" in texts and not any("e+" in t for t in texts)  # flt at 131072 / 40: 1092 positions
 
 
 def test_lr_fig2_keeps_the_rules_and_states_the_verdict():
     fig = plot_lr_fig2(_rows(), methods=METHODS, verdict="partly")
     assert figure_problems(fig) == []
     assert series_count(fig.axes[0]) == len(METHODS) and all(series_count(ax) <= len(METHODS) for ax in fig.axes)
-    assert fig._suptitle.get_text().endswith(": partly")
+    assert fig._suptitle.get_text().splitlines()[0].endswith(": partly")
     assert [t.get_text() for t in fig.legends[0].get_texts()] == list(METHODS)
 
 
