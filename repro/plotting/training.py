@@ -106,6 +106,7 @@ class LossPanel:
 
 
 RP_ABLATION = "Self-distillation ablations (stopped early)"
+"""Title stem of the panels of the early-stopped ablation arms (``selfdistill.ablation_steps``)."""
 RATIO_PANEL = "LongRecipe Tab. 3-4: sentence choice, token ratio"
 """The panel the token-ratio arms ``longrecipe_r<pct>`` join."""
 EXT_LOSS_PANELS: tuple[LossPanel, ...] = (
@@ -145,7 +146,7 @@ def ce_key(arm: str) -> str:
     """The metric that holds ``arm``'s cross-entropy term: ``clm`` for a self-distillation arm, ``detect_loss``
     (CE on the clean input) for CDT, ``loss`` for the others (their whole objective is a CE)."""
     stem = split_seed(arm)[0]
-    if stem.startswith("rp_"):
+    if stem.startswith("rp_"):  # rp_pose's clm is its CE on the skip view, its only term
         return "clm"
     if stem == "cdt":
         return "detect_loss"
