@@ -18,6 +18,9 @@ from matplotlib.colors import CenteredNorm, LogNorm
 from matplotlib.patches import Rectangle
 
 from repro.plotting.axes import SE_NOTE, noise_aware_ylim
+from repro.reports.cdt_effects import arm_shares  # the report's own averaging: the bars are its table's SEs
+from repro.reports.seeds import seed_groups
+from repro.stats import mean_se
 
 TYPES = ("supporting", "interference", "irrelevant", "low_frequency")
 CRITICAL = ("supporting", "interference")
@@ -306,9 +309,6 @@ def chunk_map_figure(maps: Mapping[str, Mapping], title: str = "", before: str =
     question row before and after at that layer (key chunks shaded by their share), and per layer the share of
     the question row's attention on key chunks, mean ± SE over prompts (the report's table). ``labels``: arm ->
     how the panels name it (default "before CDT" / "after CDT")."""
-    from repro.reports.cdt_effects import arm_shares  # the report's own averaging: the bars are its table's SEs
-    from repro.reports.seeds import seed_groups  # lazy: loads repro.methods (torch) only when this figure is drawn
-    from repro.stats import mean_se
 
     groups = seed_groups(maps)
     arms = [a for a in (before, after) if a in groups]
