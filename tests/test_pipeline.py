@@ -370,7 +370,7 @@ def test_progress_bars_of_an_executed_notebook_keep_their_final_line():
 
 
 def test_a_cost_benchmark_is_timed_once_per_code_version(tmp_path):
-    from repro.notebook import measured
+    from repro.notebook import measured, measured_before
     from repro.profiles import get_profile
 
     p, calls = get_profile("smoke"), []
@@ -385,3 +385,6 @@ def test_a_cost_benchmark_is_timed_once_per_code_version(tmp_path):
     measured("RP-Cost", p, tmp_path, True, measure, rows=True)  # force: measured again
     saved = sorted((tmp_path / "smoke" / "bench").glob("RP-Cost-*"))
     assert calls == [1, 1, 1] and len(saved) == 2 and all(f.suffix == ".json" for f in saved)  # JSON, never pickle
+    # another notebook reads what was measured on this code version, and nothing where nothing was
+    assert measured_before("RP-Cost", p, tmp_path, rows=True) == {"seconds": [0.5, 0.25]}
+    assert measured_before("RP-Cost", p, tmp_path, rows="other") is None and calls == [1, 1, 1]
