@@ -129,11 +129,9 @@ def _headroom(ax, log: bool) -> None:
 
 
 def _row_se(r: Mapping | None, key: str) -> float:
-    """SE of a row's mean over its draws: std / sqrt(draws - 1), as the LR-Fig2 verdict takes it
-    (:func:`repro.positions.lr_fig2_summary`); 0 with one draw or without the std column."""
-    if r is None or r.get(f"{key}_std") is None or r.get("draws", 1) < 2:
-        return 0.0
-    return float(r[f"{key}_std"]) / float(np.sqrt(r["draws"] - 1))
+    """SE of a row's mean over its draws, the table's ``<key>_se`` column (std / sqrt(draws - 1), as the LR-Fig2
+    verdict takes it, :func:`repro.positions.lr_fig2_summary`); 0 with one draw."""
+    return 0.0 if r is None or r.get(f"{key}_se") is None else float(r[f"{key}_se"])
 
 
 LR_FIG2_CLAIM = "LR-Fig2: LongRecipe's average token distance about 2x PoSE's at the largest target, " \

@@ -163,8 +163,10 @@ LR_FIG2_PAPER_SEGMENT: float = 88.0
 
 LR_FIG2_COLUMNS: tuple[str, ...] = (
     "method", "text", "target", "sample_len", "draws", "avg_token_distance", "avg_token_distance_std",
-    "mean_segment_length", "mean_segment_steps", "segments", "max_position", "share_at_or_beyond_n")
-"""Columns of the LR-Fig2 table (``share_at_or_beyond_n``: share of tokens at positions >= ``sample_len``)."""
+    "avg_token_distance_se", "mean_segment_length", "mean_segment_length_se", "mean_segment_steps", "segments",
+    "max_position", "share_at_or_beyond_n")
+"""Columns of the LR-Fig2 table (``share_at_or_beyond_n``: share of tokens at positions >= ``sample_len``; ``_se``:
+the standard errors over the draws that the figure's bars and the verdict use)."""
 
 
 def method_spec(method: str) -> tuple[str, dict]:
@@ -183,6 +185,11 @@ def _method_seed(method: str) -> int:
     return zlib.crc32(method.encode())
 
 
+def _draw_se(values: Sequence[float]) -> float | None:
+    """Standard error of the mean over random draws: the population std / sqrt(draws - 1); None with one draw."""
+    return float(np.std(values) / np.sqrt(len(values) - 1)) if len(values) > 1 else None
+
+
 def lr_fig2_rows(samples: Mapping[int, PositionSample], methods: Sequence[str] = LR_FIG2_METHODS,
                  seed: int = 0, draws: int = 8, text: str = "mixed") -> list[dict]:
     """LongRecipe Fig. 2 statistics: one row per method x target.
@@ -194,7 +201,8 @@ def lr_fig2_rows(samples: Mapping[int, PositionSample], methods: Sequence[str] =
     so its row uses identity positions on ``target`` tokens (``sample_len = target``).
     Every other method is drawn ``draws`` times (fresh parameters each time,
     seeded by ``seed``, the target and the method label); the row holds the mean
-    (and std over the draws) of :func:`avg_token_distance` and of :func:`mean_segment_length`, the mean of
+    (and std and standard error over the draws: ``std / sqrt(draws - 1)``, None with one draw, the SE the figure's
+    bars and :func:`lr_fig2_summary` use) of :func:`avg_token_distance` and of :func:`mean_segment_length`, the mean of
     / :func:`mean_segment_steps`, the mean number of segments, the largest
     position seen and the mean share of tokens at positions ``>= sample_len``
     (how far the method reaches beyond the sample's own positions).
@@ -218,8 +226,10 @@ def lr_fig2_rows(samples: Mapping[int, PositionSample], methods: Sequence[str] =
             rows.append({"method": method, "text": text, "target": int(target), "sample_len": smp.n, "draws": k,
                          "avg_token_distance": float(np.mean(dist)),
                          "avg_token_distance_std": float(np.std(dist)),
+                         "avg_token_distance_se": _draw_se(dist),
                          "mean_segment_length": float(np.mean(seg)),
                          "mean_segment_length_std": float(np.std(seg)),
+                         "mean_segment_length_se": _draw_se(seg),
                          "mean_segment_steps": float(np.mean(seg)) - 1.0,
                          "segments": float(np.mean(nseg)), "max_position": top,
                          "share_at_or_beyond_n": float(np.mean(beyond))})

@@ -16,6 +16,15 @@ from repro.reports.seeds import seed_groups
 from repro.stats import mean_se
 
 
+FIG8_MEANS = {"before": "before", "after_denoising": "after denoising", "after_emphasizing": "after emphasizing"}
+"""CD-Fig8's attention means (record key -> column) whose SEs over samples the figure draws as bars."""
+
+
+def _round(v: float | None, digits: int) -> float | str:
+    """``v`` rounded, or an empty cell where the record has no value."""
+    return "" if v is None else round(v, digits)
+
+
 def cd_fig8(rows: Sequence[Mapping], p: Profile) -> Report:
     """CD-Fig8: attention per critical token before, after denoising and after the emphasizing step, by lr."""
     out = [{"lr (beta = 1)": r["lr"], "before": round(r["before"], 5),
@@ -24,6 +33,9 @@ def cd_fig8(rows: Sequence[Mapping], p: Profile) -> Report:
             "irrelevant before": round(r["irrelevant_before"], 5),
             "irrelevant after denoising": round(r["irrelevant_after_denoising"], 5),
             "gain after denoising (mean ± SE over samples)": _fmt(r["gain"], r["gain_se"]),
+            "gain after emphasizing (mean ± SE over samples)": "n/a" if r.get("emphasis_gain") is None
+            else _fmt(r["emphasis_gain"], r.get("emphasis_gain_se") or 0.0),
+            **{f"{col} SE (unpaired)": _round(r.get(f"{key}_se"), 5) for key, col in FIG8_MEANS.items()},
             "noise fraction": round(r["noise_fraction"], 3)} for r in rows]
     ours, se, how = fig8_claims(rows)
     verdict, note = judged = headline("CD-Fig8", ours, se, how)
@@ -32,8 +44,9 @@ def cd_fig8(rows: Sequence[Mapping], p: Profile) -> Report:
            f"mass per critical token from the answer rows, mean over {n} samples: before, after "
            f"the denoising step, and after one emphasizing AdamW step at lr {p.cdt.task_lr:g} on the denoised "
            f"inputs. The {p.name} profile's beta ({p.cdt.beta:g}) puts lr x beta at {p.extend.lr * p.cdt.beta:g} at "
-           f"the peak lr. The figure's error bars are each mean's SE over the samples (unpaired); the gains' SEs here "
-           f"pair the samples. Scale: {model_note(p)}; {n} fresh prompts of {p.cdt.task} at the base window.")
+           f"the peak lr. The figure's error bars are each mean's SE over the samples (unpaired: the SE columns, "
+           f"its attention panel) and the gains' SEs, which pair the samples (its gains panel). Scale: "
+           f"{model_note(p)}; {n} fresh prompts of {p.cdt.task} at the base window.")
     ours_text = "; ".join(f"lr {r['lr']:g}: {r['before']:.4f} -> {r['after_denoising']:.4f}" for r in rows)
     return Report("CD-Fig8", [{"name": "CD-Fig8", "rows": out, "columns": list(out[0]), "caption": cap}],
                   ours=ours_text, agrees=verdict, claims=judged.claims, note=note)

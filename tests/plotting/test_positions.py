@@ -25,11 +25,15 @@ def _rows():
     # std over 64 draws as in the committed tiny LR-Fig2.csv (FLT: one draw, no spread)
     dist_std = {"flt": 0.0, "rpes": 52.3, "pose": 8374, "pose_official": 7665, "longrecipe_eq7": 226,
                 "longrecipe": 147, "longrecipe_official": 2039}
-    return [{"method": m, "text": text, "target": t, "draws": 1 if m == "flt" else 64,
+    rows = [{"method": m, "text": text, "target": t, "draws": 1 if m == "flt" else 64,
              "avg_token_distance": dist[m] * t / 81920, "avg_token_distance_std": dist_std[m],
              "mean_segment_length": seg[m], "mean_segment_length_std": 0.1 * seg[m] if m != "flt" else 0.0,
              "share_at_or_beyond_n": share[m]}
             for text in ("mixed", "prose") for t in (81920, 131072) for m in METHODS]
+    for r in rows:  # the SE columns as lr_fig2_rows writes them: std / sqrt(draws - 1), none with one draw
+        for key in ("avg_token_distance", "mean_segment_length"):
+            r[f"{key}_se"] = r[f"{key}_std"] / np.sqrt(r["draws"] - 1) if r["draws"] > 1 else None
+    return rows
 
 
 @pytest.fixture(autouse=True)
@@ -81,14 +85,14 @@ def test_lr_fig2_keeps_the_rules_and_states_the_verdict():
 
 
 def test_lr_fig2_error_bars_are_the_verdicts_se():
-    """±1 SE = std / sqrt(draws - 1), the SE lr_fig2_summary gives the verdict; FLT (one draw) has none."""
+    """±1 SE = the table's SE column (std / sqrt(draws - 1), the SE lr_fig2_summary gives the verdict); FLT (one
+    draw) has none."""
     rows = _rows()
     fig = plot_lr_fig2(rows, methods=METHODS)
     ax = fig.axes[0]  # average token distance, mixed text
     bars = errorbar_halfwidths(ax)
     for m in METHODS:
-        want = [r["avg_token_distance_std"] / np.sqrt(r["draws"] - 1) if r["draws"] > 1 else 0.0
-                for r in rows if r["method"] == m and r["text"] == "mixed"]
+        want = [r["avg_token_distance_se"] or 0.0 for r in rows if r["method"] == m and r["text"] == "mixed"]
         assert [h for _, _, h in bars[m]] == pytest.approx(want, rel=1e-9)
     assert [h for _, _, h in bars["pose"]][0] == pytest.approx(8374 / np.sqrt(63))
 

@@ -84,6 +84,9 @@ def test_lr_fig2_rows_small():
     assert by[("pose", 2000)]["mean_segment_length"] == by[("pose_official", 2000)]["mean_segment_length"] == 150.0
     assert all(r["max_position"] < r["target"] for r in rows)
     assert all(0.0 <= r["share_at_or_beyond_n"] <= 1.0 for r in rows)
+    r = by[("pose", 2000)]  # the SE columns: std over the 4 draws / sqrt(3); FLT's one draw has none
+    assert r["avg_token_distance_se"] == pytest.approx(r["avg_token_distance_std"] / np.sqrt(3))
+    assert by[("flt", 2000)]["avg_token_distance_se"] is None and by[("flt", 2000)]["mean_segment_length_se"] is None
     # a row's draws do not depend on which other rows are computed
     alone = P.lr_fig2_rows({2000: s}, methods=["longrecipe_official"], seed=0, draws=4)
     assert alone == [by[("longrecipe_official", 2000)]]

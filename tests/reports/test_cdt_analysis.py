@@ -202,6 +202,18 @@ def test_fig3_and_fig8_captions_say_what_their_figures_rest_on():
     assert f"The {P.name} profile's beta" in cap and "error bars are each mean's SE" in cap
 
 
+def test_fig8_table_carries_every_se_its_figure_draws():
+    rows = _sweep(([0.01, 0.02, 0.0],) * 3, emphasis=([0.1, 0.12, 0.08],) * 3, se=0.02)
+    for r in rows:
+        r.update(before_se=0.003, after_denoising_se=0.004, after_emphasizing_se=0.005)
+    out = cde.cd_fig8(rows, P).tables[0]["rows"]
+    assert out[0]["gain after emphasizing (mean ± SE over samples)"] == "0.100 ± 0.020"
+    assert [out[0][f"{c} SE (unpaired)"] for c in ("before", "after denoising", "after emphasizing")] == \
+           [0.003, 0.004, 0.005]
+    out = cde.cd_fig8(_sweep(([0.01, 0.02, 0.0],) * 3), P).tables[0]["rows"]  # older records: no such values
+    assert out[0]["gain after emphasizing (mean ± SE over samples)"] == "n/a" and out[0]["before SE (unpaired)"] == ""
+
+
 def _curve(acc, ig, se=0.01):
     """CD-Fig10 records of CE and CDT at steps 100 and 600: (first, last) accuracy and IG share per objective."""
     return {o: {s: {"accuracy": a, "accuracy_se": se, "ig_critical": (i, se), "attention_critical": (i, se)}
