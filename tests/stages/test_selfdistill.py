@@ -10,7 +10,7 @@ from repro.methods.arms import RP_ARMS
 from repro.models import load_model
 from repro.profiles import get_profile
 from repro.stages.extension import train_extension
-from repro.methods.selfdistill import rp_schedule, rp_steps
+from repro.methods.selfdistill import rp_cache_fields, rp_schedule, rp_steps
 from repro.stages.curves import curve_checkpoints
 
 
@@ -23,7 +23,11 @@ def test_schedules():
     p = get_profile("tiny")
     assert rp_schedule(p, "rp_skip") == (200, None) and rp_steps(p, "rp_skip@seed2") == 200
     assert rp_schedule(p, "rp_nope") == (200, 40)  # the main cosine horizon, stopped at the early checkpoint
-    assert rp_schedule(p, "rp_standard_matched") == (300, None)
+    assert rp_schedule(p, "rp_standard_matched") == (450, None)  # 2.25 x 200: past skip's measured 1.9-2.1x
+    # only the matched arm's key carries the ratio; only the early arms' carry the early stop
+    fields = {n: rp_cache_fields(p, RP_ARMS[n])["selfdistill"] for n in ("rp_skip", "rp_nope", "rp_standard_matched")}
+    assert "matched_steps_ratio" not in fields["rp_skip"] and "ablation_steps" not in fields["rp_skip"]
+    assert fields["rp_nope"]["ablation_steps"] == 40 and fields["rp_standard_matched"]["matched_steps_ratio"] == 2.25
     with pytest.raises(ValueError, match="'flt' is not a self-distillation arm"):
         rp_schedule(p, "flt")
     assert all(a.schedule in ("main", "early", "matched") for a in RP_ARMS.values())
