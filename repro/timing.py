@@ -11,10 +11,22 @@ rounds stay paired."""
 from __future__ import annotations
 
 import gc
+import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from tqdm.auto import tqdm
+
+
+WARMUP_STEPS = 5
+"""Steps of a training run left out of its median seconds per step (:func:`run_seconds`)."""
+
+
+def run_seconds(metrics: Sequence[Mapping[str, Any]], skip: int = WARMUP_STEPS) -> float | None:
+    """Median seconds per step of a training run's metrics rows (those with ``seconds``), the first ``skip`` of them
+    left out as warm-up (all of them kept when no more are left); None when no row has ``seconds``."""
+    secs = [r["seconds"] for r in metrics if "seconds" in r]
+    return statistics.median(secs[skip:] or secs) if secs else None
 
 
 def interleaved_rounds(arms: Sequence[str], rounds: int, warmup: int, step: Callable[[str, int], Any],

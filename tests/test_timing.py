@@ -3,7 +3,7 @@ dropped."""
 
 import pytest
 
-from repro.timing import interleaved_rounds
+from repro.timing import interleaved_rounds, run_seconds
 
 
 def test_arms_alternate_within_every_round_and_warmup_rounds_are_dropped():
@@ -74,3 +74,10 @@ def test_cyclic_garbage_of_a_step_is_collected_before_the_next_call():
 def test_negative_counts_are_refused():
     with pytest.raises(ValueError, match="settle=-1"):
         interleaved_rounds(["a"], 1, 0, lambda arm, r: r, progress=False, settle=-1)
+
+
+def test_run_seconds_skips_warmup():
+    # rows without seconds (e.g. eval rows) neither count as steps nor as warm-up
+    ms = [{"seconds": 10.0}] * 5 + [{"seconds": s} for s in (1.0, 2.0, 3.0)]
+    assert run_seconds(ms) == 2.0 and run_seconds([{"seconds": 4.0}]) == 4.0 and run_seconds([]) is None
+    assert run_seconds([{"loss": 1.0}] * 6 + ms) == 2.0

@@ -294,7 +294,9 @@ def lr_fig2_summary(rows: Sequence[Mapping], text: str = "mixed") -> dict:
         return {k: float(np.mean(v)) for k, v in groups.items()}
 
     def se(r: Mapping, key: str) -> float | None:
-        std, k = r.get(f"{key}_std"), r.get("draws", 1)
+        if f"{key}_se" in r:  # the table's own SE column (:func:`_draw_se`), the one the figure draws
+            return r[f"{key}_se"]
+        std, k = r.get(f"{key}_std"), r.get("draws", 1)  # rows written before the SE columns existed
         return None if std is None or k < 2 else float(std) / np.sqrt(k - 1)
 
     def mean_se(rs: Sequence[Mapping], key: str) -> float | None:

@@ -41,12 +41,6 @@ def _num(x: float | None, digits: int = 1) -> float | str:
     return "n/a" if x is None else round(float(x), digits)
 
 
-def run_seconds(metrics: list[dict], skip: int = 5) -> float | None:
-    """Median seconds per step of a training run's metrics (the first ``skip`` steps left out: warm-up)."""
-    vals = [r["seconds"] for r in metrics[skip:] if "seconds" in r] or [r["seconds"] for r in metrics if "seconds" in r]
-    return statistics.median(vals) if vals else None
-
-
 RUN_NAMES = {"Standard": "rp_standard", "skip, prefix-shared": "rp_skip", "cyclic (two full passes)": "rp_cyclic",
              "LongCE": "rp_longce", "skip + LongCE": "rp_skip_longce"}
 """Bench arm -> the trained arm whose own step time is shown beside (:data:`repro.recipes.plans.TIMED_ARMS`)."""

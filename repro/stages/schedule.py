@@ -8,7 +8,6 @@ run side by side (:mod:`repro.stages.concurrent`).
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Sequence
 
@@ -25,7 +24,7 @@ from repro.stages.cache import as_profile
 from repro.stages.concurrent import Job, run_jobs
 from repro.stages.extension import train_extension
 from repro.stages.replay import merge_replayed, train_replay
-from repro.timing import StepTiming
+from repro.timing import StepTiming, run_seconds
 
 
 def _threads(workers: int) -> int:
@@ -54,15 +53,11 @@ def arm_timing(profile: Profile | str, name: str, metrics: Sequence[dict], worke
     ``workers`` side by side, one thread each)."""
     p = as_profile(profile)
     w = workers or p.extend.workers
-    secs = [m["seconds"] for m in metrics if "seconds" in m]
-    median = statistics.median(secs[WARMUP_STEPS:] or secs) if secs else float("nan")
+    median = run_seconds(metrics)
+    median = float("nan") if median is None else median
     if name in TIMED_ARMS:
         return StepTiming(median, timed_threads(p), 0, "its own training run")
     return StepTiming(median, _threads(w), w - 1, "its own training run")
-
-
-WARMUP_STEPS = 5
-"""Steps of a training run left out of its median seconds per step (:func:`arm_timing`)."""
 
 
 def train_arms(profile: Profile | str, names: Sequence[str], run_dir: str | Path = "runs", force: bool = False,

@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from repro.profiles import get_profile
-from repro.reports.selfdistill_training import fig4_tasks, fig4_timings, rp_cost, rp_fig4, rp_tab7, run_seconds
+from repro.reports.selfdistill_training import fig4_tasks, fig4_timings, rp_cost, rp_fig4, rp_tab7
 from repro.tasks.summary import NIAH_TASKS, RULER_TASKS
 from repro.timing import StepTiming, check_equal_timing
 from tests.reports.records import make_suite, record, rows
@@ -54,11 +54,6 @@ def test_rp_cost_no_and_partly():
     assert rp_cost(one, P).agrees == "n/a"
     with pytest.raises(ValueError, match="reference='Standard' not timed"):
         rp_cost({"skip, prefix-shared": one["skip, prefix-shared"]}, P)
-
-
-def test_run_seconds_skips_warmup():
-    ms = [{"seconds": 10.0}] * 5 + [{"seconds": s} for s in (1.0, 2.0, 3.0)]
-    assert run_seconds(ms) == 2.0 and run_seconds([{"seconds": 4.0}]) == 4.0 and run_seconds([]) is None
 
 
 def _ruler(acc, n=10):
