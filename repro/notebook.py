@@ -58,10 +58,12 @@ def shown(path: Path) -> str:
 
 def quiet() -> None:
     """Library output a notebook does not need: transformers' and huggingface_hub's per-load and per-save bars
-    ("Loading weights", "Writing model shards") and DeepSpeed's "Setting accelerator to CPU" warning (on a machine
-    without CUDA the CPU accelerator is named outright: the same one it would detect)."""
+    ("Loading weights", "Writing model shards"), in this process and in the worker processes it spawns, and
+    DeepSpeed's "Setting accelerator to CPU" warning (on a machine without CUDA the CPU accelerator is named
+    outright: the same one it would detect)."""
     hf_logging.disable_progress_bar()
     disable_progress_bars()
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # spawned evaluation workers read it at import
     if not torch.cuda.is_available():
         os.environ.setdefault("DS_ACCELERATOR", "cpu")  # worker processes inherit it
 

@@ -19,7 +19,7 @@ from repro.analysis.attention_map import chunk_bounds, chunked_attention_map
 from repro.analysis.cdt_record import analysis_samples, cd_record, manual_step
 from repro.analysis.cdt_scores import score_sample
 from repro.analysis.ig import CRITICAL
-from repro.analysis.ig_memory import IGMemoryConfig, sweep
+from repro.analysis.ig_memory import METHODS, IGMemoryConfig, lengths, sweep
 from repro.analysis.typed_samples import answers_correct, typed_samples
 from repro.data.tokenizer import load_tokenizer
 from repro.methods.arms import split_seed
@@ -91,9 +91,14 @@ def cd_memory(profile: Profile | str, run_dir: str | Path = "runs", force: bool 
                               "cap": cd.mem_cap_gib})
     cfg = IGMemoryConfig(model_path=str(base), cap_mib=int(cd.mem_cap_gib * 1024))
 
+    start, stop = min(cd.mem_lengths), max(cd.mem_lengths)
+
     def compute() -> dict:
-        return {"rows": sweep(cfg, start=min(cd.mem_lengths), max_length=max(cd.mem_lengths),
-                              log=(lambda r: print(r, flush=True)) if progress else None)}
+        with tqdm(total=len(METHODS) * len(lengths(start, stop)), desc="CD-Mem", disable=not progress) as bar:
+            def log(row: dict) -> None:  # one bar for the whole sweep, the last row's outcome beside it
+                bar.set_postfix_str(f"{row['method']} {row['length']}: {row['status']}")
+                bar.update()
+            return {"rows": sweep(cfg, start=start, max_length=stop, log=log)}
 
     return cached_json(eval_path(run_dir, p, f"cdmem-{key}"), force, compute)["rows"]
 
