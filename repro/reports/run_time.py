@@ -77,10 +77,13 @@ def arm_seconds(stage_root: Path) -> dict[str, float]:
 
 
 def run_time(stage_root: Path) -> dict:
-    """``{"notebooks": {name: seconds}, "papers": {paper or SHARED: seconds}, "total": seconds}`` of the run whose
-    stages and executed notebooks are in ``stage_root`` (``<run_dir>/<profile>``). A notebook's seconds are its
-    recorded wall-clock (``<name>.done.json``, kernel start and saving included) where there is one, else the sum of
-    its cells; what a notebook took beyond its cells counts to :data:`SHARED`, so the papers add up to the total."""
+    """``{"notebooks": {name: seconds}, "papers": {paper or SHARED: seconds}, "total": seconds, "trained": {paper or
+    SHARED: seconds}}`` of the run whose stages and executed notebooks are in ``stage_root``
+    (``<run_dir>/<profile>``). A notebook's seconds are its recorded wall-clock (``<name>.done.json``, kernel start
+    and saving included) where there is one, else the sum of its cells; what a notebook took beyond its cells counts
+    to :data:`SHARED`, so the papers add up to the total. ``trained`` is each paper's extension arms' step seconds as
+    recorded when they trained: what a run from an empty folder spends training them (summed over arms that train
+    side by side), also when this run took them from the cache."""
     notebooks: dict[str, float] = {}
     papers: dict[str, float] = defaultdict(float)
     arms = arm_seconds(stage_root)
@@ -102,18 +105,26 @@ def run_time(stage_root: Path) -> dict:
                 continue
             which = papers_named(heading + src)
             papers[which.pop() if len(which) == 1 else own] += secs
+    steps: dict[str, float] = defaultdict(float)
+    for arm, s in arms.items():
+        steps[arm_paper(arm)] += s
     order = [*PAPERS, SHARED]
     return {"notebooks": notebooks, "papers": {k: papers[k] for k in order if k in papers},
-            "total": sum(notebooks.values())}
+            "total": sum(notebooks.values()), "trained": {k: steps[k] for k in order if k in steps}}
 
 
 def markdown(times: Mapping) -> str:
-    """The two tables of :func:`run_time`, minutes to one decimal."""
+    """The tables of :func:`run_time`, minutes to one decimal: this run per notebook and per paper, then the
+    recorded training steps per paper."""
     lines = ["| notebook | minutes |", "|---|---:|"]
     lines += [f"| {n} | {s / 60:.1f} |" for n, s in times["notebooks"].items()]
     lines += ["", "| paper | minutes |", "|---|---:|"]
     lines += [f"| {n} | {s / 60:.1f} |" for n, s in times["papers"].items()]
     lines += ["", f"total: {times['total'] / 60:.1f} minutes"]
+    if times.get("trained"):
+        lines += ["", "| paper | extension arms' training steps, as recorded (minutes) |", "|---|---:|"]
+        lines += [f"| {n} | {s / 60:.1f} |" for n, s in times["trained"].items()]
+        lines += ["", f"training steps in all: {sum(times['trained'].values()) / 60:.1f} minutes"]
     return "\n".join(lines)
 
 

@@ -50,6 +50,10 @@ def test_cells_go_to_the_paper_they_name_and_training_by_step_seconds(run):
     assert list(t["papers"]) == ["longrecipe", "selfdistill", "cdt", SHARED]
     assert sum(t["papers"].values()) == pytest.approx(t["total"]) == 140.0
     assert "| longrecipe | 0.8 |" in markdown(t) and "total: 2.3 minutes" in markdown(t)
+    # the arms' own step seconds per paper (what training them takes from an empty folder), cached or not
+    assert t["trained"] == pytest.approx({"longrecipe": 40.0, "selfdistill": 20.0, "cdt": 30.0, SHARED: 10.0})
+    assert "| cdt | 0.5 |" in markdown(t).split("training steps, as recorded")[1]
+    assert "training steps in all: 1.7 minutes" in markdown(t)
 
 
 def test_the_command_names_a_run_without_notebooks(tmp_path, capsys, run):
