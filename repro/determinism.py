@@ -46,6 +46,7 @@ VOLATILE: Mapping[str, frozenset[str]] = {
     "*.ipynb": NOTEBOOK_TIMINGS,
     "*train_summary.json": ENVIRONMENT_FIELDS,
     "*.done.json": frozenset({"key", "size", "sha256", "run"}),
+    "*wall_time.json": frozenset({"run"}),
     "*artifacts.json": frozenset({"size", "sha256", "recorded"}),
 }
 """File pattern (``fnmatch`` on the path relative to the run folder) -> JSON keys dropped at any depth before
@@ -55,6 +56,7 @@ comparing; every pattern that matches a file applies. Checksums of files (a reco
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _RATE = re.compile(r"\d[\d.,]* tok/s")
 _RUN = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{6}\b")
+_WALL = re.compile(r", wall time [^.]*\.\d minutes( \([^)]*\))?")
 
 
 def _timed_rows_md(text: str) -> str:
@@ -70,10 +72,10 @@ def _timed_rows_csv(text: str) -> str:
 
 
 def _index_md(text: str) -> str:
-    """INDEX.md without dates, run ids, throughput, or the numbers of timed targets' rows."""
+    """INDEX.md without dates, run ids, the run's wall time, throughput, or the numbers of timed targets' rows."""
     timed = tuple(f"| {t} |" for t in TIMED_TARGETS)
     lines = [ln.split(" | ")[0] if ln.startswith(timed) else ln for ln in text.splitlines()]
-    return _RUN.sub("<run>", _RATE.sub("<rate>", _DATE.sub("<date>", "\n".join(lines))))
+    return _WALL.sub(", <wall time>", _RUN.sub("<run>", _RATE.sub("<rate>", _DATE.sub("<date>", "\n".join(lines)))))
 
 
 def _figures_page(text: str) -> str:

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from repro.figures_index import render_pages
+from repro.figures_index import RUN_RECORD, render_pages
 from repro.io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from repro.papers import ALL, check_paper, paper_of
 from repro.figure_rules import figure_problems
@@ -43,6 +43,31 @@ def table_to_markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[str])
     sep = "|" + "|".join("---" for _ in columns) + "|"
     body = ["| " + " | ".join(_fmt(r.get(c)).replace("|", "\\|") for c in columns) + " |" for r in rows]
     return "\n".join([head, sep, *body]) + "\n"
+
+
+def run_record(folder: str | Path) -> dict | None:
+    """The wall time ``reproduce`` recorded in ``folder`` (:data:`repro.figures_index.RUN_RECORD`), or None."""
+    path = Path(folder) / RUN_RECORD
+    return read_json(path) if path.exists() else None
+
+
+def write_pages(folder: str | Path, index: Mapping[str, Any]) -> None:
+    """Write ``INDEX.md`` and each paper's figures page of ``folder``, rendered from ``index`` and the folder's run
+    record."""
+    for name, text in render_pages(index, run_record(folder)).items():
+        atomic_write_text(Path(folder) / name, text)
+
+
+def record_run(folder: str | Path, run: str, profile: str, seconds: float, notebooks: Mapping[str, Any]) -> None:
+    """Record a ``reproduce`` run's wall time in ``folder`` (``seconds`` in all; ``notebooks``: name -> its status
+    and seconds) and state it in the index, when the folder has one (nothing else is written)."""
+    folder = Path(folder)
+    if not (folder / "index.json").exists():
+        return
+    per = {n: {"status": st["status"], "seconds": round(st["seconds"], 1)} for n, st in notebooks.items()}
+    atomic_write_json(folder / RUN_RECORD, {"run": run, "profile": profile, "seconds": round(seconds, 1),
+                                            "notebooks": per})
+    write_pages(folder, read_json(folder / "index.json"))
 
 
 class Recorder:
@@ -100,8 +125,7 @@ class Recorder:
                 row[k] = v
         index[target_id] = row
         atomic_write_json(self.index_path, index)
-        for name, text in render_pages(index).items():  # INDEX.md and each paper's figures page
-            atomic_write_text(self.dir / name, text)
+        write_pages(self.dir, index)
 
     # -- figures and tables --------------------------------------------------------------
     def figure(self, fig, target_id: str, name: str | None = None) -> Path | None:

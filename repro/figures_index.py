@@ -1,6 +1,7 @@
 """The figures index as a researcher reads it: ``INDEX.md`` and one page per paper, rendered from ``index.json``.
 
-``INDEX.md`` states the run's provenance once (profile, run, commit, date: the values most rows share), then the
+``INDEX.md`` states the run's provenance once (profile, run, commit, date: the values most rows share; and the run's
+wall time, recorded by ``reproduce`` in :data:`RUN_RECORD`), then the
 at-a-glance table of central claims (:mod:`repro.central_claims`) and one compact row per target (id, files, the
 paper's value, ours, verdict), each id linking to its section of the paper's figures page and each paper to its
 documentation page. No cell is longer than :data:`MAX_CELL` characters: longer text is cut there and given whole on
@@ -25,6 +26,10 @@ from repro.targets import TARGETS, get_target
 
 MAX_CELL = 200
 """The longest cell of ``INDEX.md`` (characters); longer text is cut with a link to its full form."""
+RUN_RECORD = "wall_time.json"
+"""The file of a figures folder in which ``python -m repro reproduce`` records its run's wall time (in all and per
+notebook: ``{"run", "profile", "seconds", "notebooks": {name: {"status", "seconds"}}}``); the index states it with
+the run's provenance when the run ids match."""
 PROVENANCE = ("profile", "run", "commit", "date")
 """The fields of a row that say which run wrote it."""
 TITLES: dict[str | None, str] = {
@@ -90,13 +95,19 @@ def _ordered(index: Mapping[str, Any]) -> list[str]:
     return sorted(index, key=lambda t: order.get(t, len(order)))
 
 
-def _provenance_line(run: Mapping[str, str]) -> str:
-    return (f"This run: profile `{run['profile']}`, run `{run['run']}`, commit `{run['commit']}`, "
-            f"date {run['date']}.")
+def _provenance_line(run: Mapping[str, str], timing: Mapping[str, Any] | None = None) -> str:
+    """The run's provenance in one sentence; with its wall time when ``timing`` (the folder's :data:`RUN_RECORD`)
+    is that run's."""
+    line = f"This run: profile `{run['profile']}`, run `{run['run']}`, commit `{run['commit']}`, date {run['date']}"
+    if timing and timing.get("run") == run["run"]:
+        parts = ", ".join(f"{name} " + ("cached" if st.get("status") == "cached" else f"{st['seconds'] / 60:.1f}")
+                          for name, st in timing.get("notebooks", {}).items())
+        line += f", wall time {timing['seconds'] / 60:.1f} minutes" + (f" (notebooks: {parts})" if parts else "")
+    return line + "."
 
 
-def render_index(index: Mapping[str, Mapping[str, Any]]) -> str:
-    """``INDEX.md`` (see the module docstring)."""
+def render_index(index: Mapping[str, Mapping[str, Any]], timing: Mapping[str, Any] | None = None) -> str:
+    """``INDEX.md`` (see the module docstring); ``timing``: the folder's :data:`RUN_RECORD`, if any."""
     run = run_provenance(index)
     separate = [tid for tid in _ordered(index) if tid in SEPARATE]
     if index and len(separate) == len(index):  # a folder of separate commands' rows only (figures/costs)
@@ -104,7 +115,7 @@ def render_index(index: Mapping[str, Mapping[str, Any]]) -> str:
         lines = ["# Figures and tables index", "",
                  f"Written by {', '.join(f'`{c}`' for c in commands)}; do not edit by hand. Testbed checks only: the",
                  "papers' targets and what a run shows of them are in the main index (`figures/INDEX.md`).", "",
-                 _provenance_line(run), ""]
+                 _provenance_line(run, timing), ""]
     else:
         verdicts = {tid: row.get("agrees", "") for tid, row in index.items()}
         lines = [
@@ -114,7 +125,7 @@ def render_index(index: Mapping[str, Mapping[str, Any]]) -> str:
             + "; do not edit by hand. Ids follow the papers' figure and table numbers (`repro/targets.py`); each",
             "id links to its full record (the paper's value, ours, the verdict's reasoning and claim tests) on its",
             *SCALE.get(run["profile"], TINY_SCALE), "",
-            _provenance_line(run) + f" Rows marked {OTHER} were written otherwise (see the end).", "",
+            _provenance_line(run, timing) + f" Rows marked {OTHER} were written otherwise (see the end).", "",
             "## What this run shows", "",
             "Each paper's central claims, the targets that test them and whether this run shows each (shown beyond",
             "noise: every target's declared headline holds; shown the other way: one is significant against the",
@@ -189,8 +200,9 @@ def render_paper_page(index: Mapping[str, Mapping[str, Any]], paper: str | None)
     return "\n".join(lines).rstrip() + "\n"
 
 
-def render_pages(index: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """Every page of the figures folder rendered from ``index``: ``INDEX.md`` and the figures page of each paper
-    (and of the testbed) that has a target in it."""
+def render_pages(index: Mapping[str, Mapping[str, Any]], timing: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Every page of the figures folder rendered from ``index``: ``INDEX.md`` (with the run's wall time from
+    ``timing``, the folder's :data:`RUN_RECORD`, when it is that run's) and the figures page of each paper (and of
+    the testbed) that has a target in it."""
     papers = list(dict.fromkeys(paper_of(tid) for tid in _ordered(index)))
-    return {"INDEX.md": render_index(index), **{page_name(p): render_paper_page(index, p) for p in papers}}
+    return {"INDEX.md": render_index(index, timing), **{page_name(p): render_paper_page(index, p) for p in papers}}

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from repro.figures import record_run
 from repro.io import atomic_write_json, atomic_write_text, config_hash, file_sha256, read_json
 from repro.locks import file_stamp, stage_lock, verify_mode
 from repro.manifest import with_environment
@@ -147,9 +148,11 @@ def reproduce(profile: str = DEFAULT_PROFILE, only: str | None = None, force: bo
     provenance = {RUN_ENV: new_run_id(), COMMIT_ENV: code_commit()}  # every notebook this call runs shares them
     saved = {k: os.environ.get(k) for k in provenance}
     os.environ.update(provenance)  # the notebooks' kernels inherit this process's environment
+    t0 = time.perf_counter()
     try:
         status = _run_notebooks(chosen, out_dir, keys, nb_dir, p, run_dir, figures_dir, force, paper, device, dtype,
                                 log, provenance[RUN_ENV])
+        record_run(figures_dir, provenance[RUN_ENV], p.name, time.perf_counter() - t0, status)
         refresh_paper_pages(figures_dir, log)
         for s in chosen:
             publish_notebook(out_dir / f"{s.name}.ipynb", figures_dir, run_dir, log)

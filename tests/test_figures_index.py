@@ -65,3 +65,24 @@ def test_a_page_edited_by_hand_is_a_problem(tmp_path, run_env):
 @pytest.mark.parametrize("folder", ["", "costs"])
 def test_committed_pages_are_what_their_records_render(folder):
     assert check_pages(FIGURES / folder) == []
+
+
+def test_the_run_s_wall_time_is_stated_once_with_its_provenance(tmp_path, run_env, monkeypatch):
+    """``reproduce`` records its wall time (:func:`repro.figures.record_run`); the index states it beside the
+    provenance of the run that wrote it, never beside another run's, and ``index_check`` holds the page to it."""
+    from repro.determinism import _index_md
+    from repro.figures import record_run, run_record
+
+    record_run(tmp_path, "20261128T000000Z-aaaaaa", "tiny", 60.0, {"positions": {"status": "ran", "seconds": 6.0}})
+    assert run_record(tmp_path) is None  # a folder without an index gets nothing
+    Recorder(tmp_path, "tiny", date="2026-11-28").result("LR-Tab1", ours="y", agrees="n/a")
+    status = {"positions": {"status": "ran", "seconds": 30.0}, "training": {"status": "cached", "seconds": 0.0}}
+    record_run(tmp_path, "20261128T000000Z-aaaaaa", "tiny", 1757.0, status)
+    line = next(ln for ln in (tmp_path / "INDEX.md").read_text().splitlines() if ln.startswith("This run:"))
+    assert line.startswith("This run: profile `tiny`, run `20261128T000000Z-aaaaaa`, commit `abc123abc123`, "
+                           "date 2026-11-28, wall time 29.3 minutes (notebooks: positions 0.5, training cached). ")
+    assert check_pages(tmp_path) == []
+    assert "29.3" not in _index_md((tmp_path / "INDEX.md").read_text())  # volatile between same-seed runs
+    monkeypatch.setenv(RUN_ENV, "20261129T000000Z-bbbbbb")  # a later run rewrites the row: the old time goes
+    Recorder(tmp_path, "tiny", date="2026-11-28").result("LR-Tab1", ours="y", agrees="n/a")
+    assert "wall time" not in (tmp_path / "INDEX.md").read_text() and check_pages(tmp_path) == []

@@ -77,6 +77,9 @@ def test_smoke_reproduce_writes_every_figure_and_the_index(smoke_run):
     assert len({row["run"] for row in index.values()}) == 1  # one reproduce wrote every row ...
     assert {row["commit"] for row in index.values()} == {code_commit()}  # ... from this checkout's code
     assert "## What this run shows" in (root / "figures" / "INDEX.md").read_text()
+    run = read_json(root / "figures" / "wall_time.json")  # the run's wall time, stated with its provenance
+    assert {row["run"] for row in index.values()} == {run["run"]} and set(run["notebooks"]) == set(status)
+    assert f"wall time {run['seconds'] / 60:.1f} minutes" in (root / "figures" / "INDEX.md").read_text()
     from repro.reports.index_check import DIRTY, check_index
 
     # every verdict carries the claim tests it was decided from, and says what they say (a dev checkout may be dirty)

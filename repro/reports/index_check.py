@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from repro.claims import headline_of
+from repro.figures import run_record
 from repro.figures_index import MAX_CELL, render_pages
 from repro.io import read_json
 from repro.provenance import INTERACTIVE, SEPARATE
@@ -153,7 +154,7 @@ def check_pages(folder: str | Path) -> list[str]:
     """The problems of a figures folder's pages against its ``index.json`` (see the module docstring)."""
     folder = Path(folder)
     problems = []
-    for name, text in render_pages(read_json(folder / "index.json")).items():
+    for name, text in render_pages(read_json(folder / "index.json"), run_record(folder)).items():
         page = folder / name
         if not page.exists():
             problems.append(f"{name}: missing (rendered from index.json by the recorder)")
